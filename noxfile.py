@@ -1,0 +1,85 @@
+"""Every way to build, test, benchmark and run Gregor.
+
+`nox` with no arguments runs what CI runs: lint, typecheck and tests. Sessions install the
+packages from this working tree (editable), so a fresh machine needs only `infra/setup.sh`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nox
+
+nox.options.sessions = ["lint", "typecheck", "tests"]
+nox.options.reuse_existing_virtualenvs = True
+nox.options.error_on_missing_interpreters = True
+
+ROOT = Path(__file__).parent
+# Install order follows the dependency direction: protocol <- storage, client <- broker.
+PACKAGES = ["protocol", "storage", "client", "broker", "mirror"]
+# Real third-party clients and test tools; never imported by the packages themselves.
+TEST_DEPS = [
+    "pytest>=8",
+    "pytest-timeout>=2.3",
+    "hypothesis>=6.100",
+    "kafka-python>=2.0.2",
+    "aiokafka>=0.11",
+    "confluent-kafka>=2.4",
+]
+LINT_DEPS = ["ruff>=0.6"]
+TYPE_DEPS = ["mypy>=1.10"]
+
+
+def install(session: nox.Session, *packages: str, extra: list[str] | None = None) -> None:
+    """Install Gregor packages from the working tree (editable) plus extra requirements."""
+    args: list[str] = []
+    for name in packages:
+        args += ["-e", str(ROOT / "packages" / name)]
+    session.install(*args, *(extra or []))
+
+
+def pytest(session: nox.Session, *paths: str) -> None:
+    session.run("pytest", *paths, *session.posargs)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Every package's unit tests, then the cross-package suites in tests/."""
+    install(session, *PACKAGES, extra=TEST_DEPS)
+    pytest(session, *[f"packages/{name}/tests" for name in PACKAGES], "tests")
+
+
+def package_session(name: str) -> None:
+    def run(session: nox.Session) -> None:
+        install(session, *PACKAGES[: PACKAGES.index(name) + 1], extra=TEST_DEPS)
+        pytest(session, f"packages/{name}/tests")
+
+    run.__doc__ = f"The gregor-{name} unit tests."
+    nox.session(name=name)(run)
+
+
+for _name in PACKAGES:
+    package_session(_name)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff check and ruff format --check over the whole tree."""
+    session.install(*LINT_DEPS)
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """mypy, strict, over every package's sources."""
+    install(session, *PACKAGES, extra=TYPE_DEPS)
+    with_code = [n for n in PACKAGES if any((ROOT / "packages" / n / "src").rglob("*.py"))]
+    session.run("mypy", *[arg for name in with_code for arg in ("-p", f"gregor.{name}")])
+
+
+@nox.session
+def cluster(session: nox.Session) -> None:
+    """The main job: for now, the Kafka APIs and versions gregor-protocol speaks."""
+    install(session, "protocol")
+    session.run("python", "-m", "gregor.protocol", *session.posargs)
