@@ -25,6 +25,7 @@ TEST_DEPS = [
     "kafka-python>=2.0.2",
     "aiokafka>=0.11",
     "confluent-kafka>=2.4",
+    "kio>=0.6",
 ]
 LINT_DEPS = ["ruff>=0.6"]
 TYPE_DEPS = ["mypy>=1.10"]
