@@ -8,10 +8,18 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from gregor.protocol.apis import api_versions
+from gregor.protocol.apis import (
+    api_versions,
+    fetch,
+    find_coordinator,
+    list_offsets,
+    metadata,
+    produce,
+)
 from gregor.protocol.schema import Request, Response
 
-_MODULES = [api_versions]
+# By API key.
+_MODULES = [produce, fetch, list_offsets, metadata, find_coordinator, api_versions]
 
 
 def _collect() -> tuple[dict[int, type[Request]], dict[int, type[Response]]]:
