@@ -1,0 +1,1 @@
+"""gregor-client: Kafka producer, consumer and admin client, sync and async."""

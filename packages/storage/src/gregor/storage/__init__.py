@@ -1,0 +1,1 @@
+"""gregor-storage: the segmented on-disk log engine, in Kafka's formats."""

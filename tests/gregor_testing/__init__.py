@@ -1,0 +1,1 @@
+"""Shared test support: fixtures that start real processes, strategies, helpers."""
