@@ -21,6 +21,7 @@ PACKAGES = ["protocol", "storage", "client", "broker", "mirror"]
 TEST_DEPS = [
     "pytest>=8",
     "pytest-timeout>=2.3",
+    "pytest-trio>=0.8",
     "hypothesis>=6.100",
     "kafka-python>=2.0.2",
     "aiokafka>=0.11",

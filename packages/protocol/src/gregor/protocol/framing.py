@@ -176,7 +176,7 @@ class FrameReader:
         self._pos = 0
         self._need = -1  # size of the frame being read, -1 while reading a size prefix
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
         self._buf += data
 
     def buffered(self) -> int:

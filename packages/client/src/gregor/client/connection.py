@@ -1,0 +1,297 @@
+"""One TCP connection to one Kafka broker, on trio.
+
+- On open, ApiVersions is negotiated: the highest ApiVersions version both sides support
+  (a broker that does not support ours answers error 35 with its own range, and we retry),
+  and the broker's range for every API is kept for `version_for`.
+- Requests are pipelined up to `max_in_flight`: each is written whole under a send lock and
+  registered in order; one reader task matches responses to requests by correlation id.
+  Kafka answers in request order on a connection, so a response that is not for the oldest
+  outstanding request means the stream is corrupt and the connection is closed.
+- A request that is not answered within its timeout closes the connection (as the Java
+  client does: the stream's state is unknown) and raises RequestTimedOutError; everything
+  else in flight fails with NetworkError, which is retriable.
+
+The connection's reader runs in a nursery the caller owns, so its lifetime is structured:
+cancelling that nursery closes the connection.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import ssl
+from collections import deque
+from typing import TypeVar
+
+import attrs
+import trio
+
+from gregor.protocol.apis import api_name
+from gregor.protocol.apis.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from gregor.protocol.errors import (
+    ErrorCode,
+    NetworkError,
+    ProtocolError,
+    RequestTimedOutError,
+    UnsupportedVersionError,
+    raise_for_code,
+)
+from gregor.protocol.framing import FrameReader, decode_response, encode_request
+from gregor.protocol.schema import Request, Response
+
+log = logging.getLogger(__name__)
+
+SOFTWARE_NAME = "gregor-client"
+SOFTWARE_VERSION = "0.1.0"
+
+R = TypeVar("R", bound=Response)
+
+
+@attrs.frozen
+class ConnectionConfig:
+    """Settings of one connection, named after the client configs they come from."""
+
+    client_id: str | None = "gregor"
+    request_timeout: float = 30.0  # request.timeout.ms
+    connect_timeout: float = 10.0  # socket.connection.setup.timeout.ms
+    max_in_flight: int = 5  # max.in.flight.requests.per.connection
+    # A ceiling on one response frame, so a corrupt size prefix cannot exhaust memory.
+    max_response_size: int = 1 << 30
+    ssl_context: ssl.SSLContext | None = None
+    receive_size: int = 1 << 20
+
+
+class _Pending:
+    """A request waiting for its response."""
+
+    __slots__ = ("api_key", "correlation_id", "done", "error", "frame", "version")
+
+    def __init__(self, correlation_id: int, api_key: int, version: int) -> None:
+        self.correlation_id = correlation_id
+        self.api_key = api_key
+        self.version = version
+        self.done = trio.Event()
+        self.frame: bytes | None = None
+        self.error: Exception | None = None
+
+
+class BrokerConnection:
+    """A connection to one broker; open it with `BrokerConnection.open`."""
+
+    def __init__(self, stream: trio.abc.Stream, host: str, port: int, config: ConnectionConfig):
+        self.host = host
+        self.port = port
+        self.config = config
+        self._stream = stream
+        self._frames = FrameReader(config.max_response_size)
+        self._send_lock = trio.Lock()
+        self._slots = trio.Semaphore(config.max_in_flight)
+        self._pending: deque[_Pending] = deque()
+        self._correlation_ids = itertools.count()
+        self._closed: Exception | None = None
+        self.broker_versions: dict[int, tuple[int, int]] = {}
+
+    def __repr__(self) -> str:
+        return f"<BrokerConnection {self.host}:{self.port}>"
+
+    @classmethod
+    async def open(
+        cls,
+        nursery: trio.Nursery,
+        host: str,
+        port: int,
+        config: ConnectionConfig | None = None,
+    ) -> BrokerConnection:
+        """Connect, start the reader in `nursery`, and negotiate API versions."""
+        config = config or ConnectionConfig()
+        try:
+            with trio.fail_after(config.connect_timeout):
+                stream: trio.abc.Stream = await trio.open_tcp_stream(host, port)
+                if config.ssl_context is not None:
+                    tls = trio.SSLStream(stream, config.ssl_context, server_hostname=host)
+                    await tls.do_handshake()
+                    stream = tls
+        except trio.TooSlowError:
+            raise NetworkError(f"connecting to {host}:{port} timed out") from None
+        except OSError as exc:
+            raise NetworkError(f"cannot connect to {host}:{port}: {exc}") from exc
+        connection = cls(stream, host, port, config)
+        nursery.start_soon(connection._read_responses)
+        try:
+            await connection._negotiate_versions()
+        except BaseException:
+            await connection.aclose()
+            raise
+        return connection
+
+    @property
+    def closed(self) -> bool:
+        return self._closed is not None
+
+    # -- versions --------------------------------------------------------------------------
+
+    async def _negotiate_versions(self) -> None:
+        ours = ApiVersionsRequest.valid_versions.hi
+        request = ApiVersionsRequest(SOFTWARE_NAME, SOFTWARE_VERSION)
+        response = await self.request(request, ours, response_type=ApiVersionsResponse)
+        if response.error_code == ErrorCode.UNSUPPORTED_VERSION:
+            theirs = next((k.max_version for k in response.api_keys if k.api_key == 18), 0)
+            version = min(theirs, ours)
+            response = await self.request(request, version, response_type=ApiVersionsResponse)
+        raise_for_code(response.error_code, f"ApiVersions from {self.host}:{self.port}")
+        self.broker_versions = {
+            k.api_key: (k.min_version, k.max_version) for k in response.api_keys
+        }
+
+    def version_for(
+        self, request: type[Request], max_version: int | None = None, min_version: int = 0
+    ) -> int:
+        """The highest version of `request` both sides support (within the given bounds)."""
+        theirs = self.broker_versions.get(request.api_key)
+        if theirs is None:
+            raise UnsupportedVersionError(
+                f"broker {self.host}:{self.port} does not support {api_name(request.api_key)}"
+            )
+        lo = max(theirs[0], request.valid_versions.lo, min_version)
+        hi = min(theirs[1], request.valid_versions.hi)
+        if max_version is not None:
+            hi = min(hi, max_version)
+        if lo > hi:
+            raise UnsupportedVersionError(
+                f"no common version of {api_name(request.api_key)} with {self.host}:{self.port}: "
+                f"broker has {theirs[0]}-{theirs[1]}, we need {lo}-{hi}"
+            )
+        return hi
+
+    # -- requests --------------------------------------------------------------------------
+
+    async def request(
+        self,
+        body: Request,
+        version: int | None = None,
+        *,
+        timeout: float | None = None,
+        response_type: type[R] | None = None,
+    ) -> R:
+        """Send `body` and wait for its response (decoded at the same version).
+
+        `response_type` only narrows the static type; the response class comes from the API.
+        """
+        version = self.version_for(type(body)) if version is None else version
+        pending = await self._send(body, version, expect_response=True)
+        assert pending is not None
+        limit = self.config.request_timeout if timeout is None else timeout
+        with trio.move_on_after(limit) as scope:
+            await pending.done.wait()
+        if scope.cancelled_caught:
+            error = RequestTimedOutError(
+                f"{api_name(body.api_key)} v{version} to {self.host}:{self.port} "
+                f"got no response within {limit:.1f}s"
+            )
+            self._close(error)
+            raise error
+        if pending.error is not None:
+            raise pending.error
+        assert pending.frame is not None
+        _, response = decode_response(pending.frame, body.api_key, version)
+        return response  # type: ignore[return-value]
+
+    async def send(self, body: Request, version: int | None = None) -> None:
+        """Send a request the broker will not answer (Produce with acks=0)."""
+        version = self.version_for(type(body)) if version is None else version
+        await self._send(body, version, expect_response=False)
+
+    async def _send(self, body: Request, version: int, *, expect_response: bool) -> _Pending | None:
+        self._check_open()
+        await self._slots.acquire()
+        correlation_id = next(self._correlation_ids) & 0x7FFFFFFF
+        try:
+            frame = encode_request(body, version, correlation_id, self.config.client_id)
+        except BaseException:
+            self._slots.release()
+            raise
+        pending = _Pending(correlation_id, body.api_key, version) if expect_response else None
+        async with self._send_lock:
+            try:
+                self._check_open()  # it may have closed while we waited for the lock
+            except NetworkError:
+                self._slots.release()
+                raise
+            if pending is not None:
+                self._pending.append(pending)
+            try:
+                await self._stream.send_all(frame)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                error = NetworkError(f"sending to {self.host}:{self.port} failed: {exc}")
+                self._close(error)
+                raise error from exc
+            except trio.Cancelled:
+                # A frame may be half written: the stream can no longer be trusted.
+                self._close(NetworkError("a request was cancelled while being sent"))
+                raise
+        if pending is None:
+            self._slots.release()
+        return pending
+
+    def _check_open(self) -> None:
+        if self._closed is not None:
+            raise NetworkError(f"connection to {self.host}:{self.port} is closed: {self._closed}")
+
+    async def _read_responses(self) -> None:
+        frames = self._frames
+        try:
+            while True:
+                data = await self._stream.receive_some(self.config.receive_size)
+                if not data:
+                    raise NetworkError(f"{self.host}:{self.port} closed the connection")
+                frames.feed(data)
+                while (frame := frames.next_frame()) is not None:
+                    self._dispatch(frame)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            self._close(NetworkError(f"connection to {self.host}:{self.port} broke: {exc}"))
+        except (NetworkError, ProtocolError) as exc:
+            self._close(exc)
+
+    def _dispatch(self, frame: bytes) -> None:
+        if len(frame) < 4:
+            raise ProtocolError(f"response of {len(frame)} bytes from {self.host}:{self.port}")
+        correlation_id = int.from_bytes(frame[:4], "big", signed=True)
+        if not self._pending or self._pending[0].correlation_id != correlation_id:
+            expected = self._pending[0].correlation_id if self._pending else None
+            raise ProtocolError(
+                f"{self.host}:{self.port} answered correlation id {correlation_id}, "
+                f"expected {expected}"
+            )
+        pending = self._pending.popleft()
+        pending.frame = frame
+        pending.done.set()
+        self._slots.release()
+
+    # -- closing ---------------------------------------------------------------------------
+
+    def _close(self, reason: Exception) -> None:
+        """Fail everything in flight and close the stream (idempotent, never blocks)."""
+        if self._closed is not None:
+            return
+        self._closed = reason
+        if not isinstance(reason, NetworkError):
+            log.warning("closing connection to %s:%s: %s", self.host, self.port, reason)
+        while self._pending:
+            pending = self._pending.popleft()
+            pending.error = (
+                reason if isinstance(reason, NetworkError) else NetworkError(str(reason))
+            )
+            pending.done.set()
+            self._slots.release()
+        # Closing a trio stream is async; aborting the socket underneath is not, and it makes
+        # the reader's receive_some fail at once.
+        socket_stream = self._stream
+        if isinstance(socket_stream, trio.SSLStream):
+            socket_stream = socket_stream.transport_stream
+        if isinstance(socket_stream, trio.SocketStream):
+            socket_stream.socket.close()
+
+    async def aclose(self) -> None:
+        self._close(NetworkError(f"connection to {self.host}:{self.port} was closed"))
+        with trio.CancelScope(shield=True):
+            await trio.aclose_forcefully(self._stream)
