@@ -789,3 +789,9 @@ class VoterNotFoundError(KafkaError, code=ErrorCode.VOTER_NOT_FOUND):
 
 class InvalidRegularExpressionError(KafkaError, code=ErrorCode.INVALID_REGULAR_EXPRESSION):
     pass
+
+
+class CorruptRecordError(DecodeError, CorruptMessageError):
+    """Record data that does not parse: a bad CRC, sizes that do not add up, a compressed
+    payload that does not decompress. A `DecodeError` that a broker answers with
+    CORRUPT_MESSAGE."""
