@@ -1,0 +1,400 @@
+"""The sparse, memory-mapped indexes of a segment: `.index` (offsets) and `.timeindex`.
+
+Formats, as Kafka's (big-endian):
+
+- `.index`: 8-byte entries, a 4-byte offset relative to the segment's base offset and the
+  4-byte position in the `.log` file of the batch holding that offset.
+- `.timeindex`: 12-byte entries, an 8-byte timestamp and the 4-byte relative offset of the
+  batch where the segment's largest timestamp so far was seen.
+
+Entries are sorted by offset (and time entries by timestamp too). An index of the active
+segment is preallocated to `segment.index.bytes` and mapped read-write; when the segment rolls
+or closes it is trimmed to its entries. Indexes of older segments are mapped read-only and
+opened only when first used, so a log with thousands of segments holds few descriptors.
+
+A preallocated index left by a crash ends with zero entries; no valid entry is all zeros (the
+first batch of a segment is never indexed), so the entry count is found by a binary search for
+the first zero entry.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from pathlib import Path
+from typing import ClassVar, Final
+
+from gregor.storage.files import FileHandle
+
+_OFFSET_ENTRY: Final = struct.Struct(">ii")
+_TIME_ENTRY: Final = struct.Struct(">qi")
+
+
+class IndexOffsetOverflowError(Exception):
+    """An offset that does not fit in 32 bits relative to the segment's base offset."""
+
+
+class CorruptIndexError(Exception):
+    """An index whose entries do not make sense; it is rebuilt from the log."""
+
+
+class _MappedIndex:
+    entry_size: ClassVar[int]
+
+    def __init__(
+        self, path: Path, base_offset: int, max_index_size: int, *, writable: bool
+    ) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.max_index_size = max_index_size
+        self.writable = writable
+        self._handle: FileHandle | None = None
+        self._mmap: mmap.mmap | None = None
+        self._length = 0
+        self.entries = 0
+        self._open()
+
+    # -- opening, sizing, closing ------------------------------------------------------------
+
+    def _open(self) -> None:
+        size = self.entry_size
+        if self.writable:
+            exists = self.path.exists()
+            self._handle = FileHandle(self.path)
+            if not exists:
+                if self.max_index_size < size:
+                    raise ValueError(f"invalid max index size {self.max_index_size}")
+                self._handle.truncate(self.max_index_size // size * size)
+            self._length = self._handle.size()
+            self._map(self._handle.fileno(), writable=True)
+            self.entries = 0 if not exists else self._count_entries()
+        else:
+            handle = FileHandle(self.path, os.O_RDONLY)
+            try:
+                self._length = handle.size()
+                self._map(handle.fileno(), writable=False)
+            finally:
+                handle.close()
+            self.entries = self._count_entries()
+
+    def _map(self, fd: int, *, writable: bool) -> None:
+        if self._length == 0:
+            self._mmap = None
+        elif writable:
+            self._mmap = mmap.mmap(fd, self._length)
+        else:
+            self._mmap = mmap.mmap(fd, self._length, access=mmap.ACCESS_READ)
+
+    def _count_entries(self) -> int:
+        size = self.entry_size
+        total = self._length // size
+        buf = self._mmap
+        if buf is None or total == 0:
+            return 0
+        zero = bytes(size)
+        if buf[(total - 1) * size : total * size] != zero:
+            return total
+        low, high = 0, total - 1  # the first zero entry is in [low, high]
+        while low < high:
+            mid = (low + high) // 2
+            if buf[mid * size : (mid + 1) * size] == zero:
+                high = mid
+            else:
+                low = mid + 1
+        return low
+
+    @property
+    def max_entries(self) -> int:
+        return self._length // self.entry_size
+
+    def is_full(self) -> bool:
+        return self.entries >= self.max_entries
+
+    def size_in_bytes(self) -> int:
+        return self.entries * self.entry_size
+
+    def resize(self, new_size: int) -> None:
+        """Set the file length (rounded down to whole entries) and map it again."""
+        if not self.writable or self._handle is None:
+            raise ValueError(f"{self.path} is not writable")
+        rounded = max(new_size // self.entry_size * self.entry_size, 0)
+        if rounded == self._length:
+            return
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+        self._handle.truncate(rounded)
+        self._length = rounded
+        self._map(self._handle.fileno(), writable=True)
+
+    def trim(self) -> None:
+        """Cut the preallocated tail, leaving exactly the entries."""
+        if self.writable:
+            self.resize(self.entries * self.entry_size)
+
+    def make_read_only(self) -> None:
+        """Trim, then map the index read-only and let its descriptor go (segment rolled)."""
+        if not self.writable:
+            return
+        self.trim()
+        if self._mmap is not None:
+            self._mmap.flush()
+        self.writable = False
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            self._map(handle.fileno(), writable=False)
+            handle.close()
+
+    def make_writable(self) -> None:
+        """Map the index read-write and grow it to the max size (segment became active again)."""
+        if self.writable:
+            return
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+        self.writable = True
+        self._handle = FileHandle(self.path)
+        self._length = self._handle.size()
+        self._map(self._handle.fileno(), writable=True)
+        self.resize(self.max_index_size)
+
+    def flush(self) -> None:
+        """Make the entries durable (fsync of the file flushes its mapped pages too)."""
+        handle = self._handle
+        if handle is not None and not handle.closed:
+            handle.fsync()
+        elif self.path.exists():
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def close(self) -> None:
+        if self.writable:
+            self.trim()
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            handle.close()
+
+    def release(self) -> None:
+        """Drop the mapping and descriptor without trimming (the files are being deleted)."""
+        self._mmap = None
+        self._handle = None
+
+    def rename(self, path: Path) -> None:
+        os.replace(self.path, path)
+        self.path = path
+
+    def delete(self) -> None:
+        self.release()
+        self.path.unlink(missing_ok=True)
+
+    def reset(self) -> None:
+        """Remove every entry and grow back to the max size (before a rebuild)."""
+        self.entries = 0
+        if self.writable:
+            self.resize(0)
+            self.resize(self.max_index_size)
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def relative(self, offset: int) -> int:
+        relative = offset - self.base_offset
+        if relative < 0 or relative > 0x7FFFFFFF:
+            raise IndexOffsetOverflowError(
+                f"offset {offset} does not fit in index {self.path} (base {self.base_offset})"
+            )
+        return relative
+
+    def can_append_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= 0x7FFFFFFF
+
+    def _set_entries(self, keep: int) -> None:
+        """Keep the first `keep` entries; zero the rest so a reopen does not count them."""
+        if keep < self.entries and self.writable and self._mmap is not None:
+            start = keep * self.entry_size
+            self._mmap[start : self.entries * self.entry_size] = bytes(
+                (self.entries - keep) * self.entry_size
+            )
+        self.entries = keep
+
+    def _buffer(self) -> mmap.mmap:
+        buf = self._mmap
+        if buf is None:
+            raise CorruptIndexError(f"{self.path} has no room for entries")
+        return buf
+
+
+class OffsetIndex(_MappedIndex):
+    """Offset -> position in the `.log` file, one entry per `index.interval.bytes`."""
+
+    entry_size = 8
+
+    def entry(self, n: int) -> tuple[int, int]:
+        relative, position = _OFFSET_ENTRY.unpack_from(self._buffer(), n * 8)
+        return self.base_offset + relative, position
+
+    def last_entry(self) -> tuple[int, int]:
+        return self.entry(self.entries - 1) if self.entries else (self.base_offset, 0)
+
+    @property
+    def last_offset(self) -> int:
+        return self.last_entry()[0]
+
+    def append(self, offset: int, position: int) -> None:
+        relative = self.relative(offset)
+        if self.entries and offset <= self.last_offset:
+            raise CorruptIndexError(
+                f"offset {offset} is not after the last entry {self.last_offset} of {self.path}"
+            )
+        if self.is_full():
+            raise CorruptIndexError(f"{self.path} is full")
+        _OFFSET_ENTRY.pack_into(self._buffer(), self.entries * 8, relative, position)
+        self.entries += 1
+
+    def _slot_at_or_below(self, offset: int) -> int:
+        """The last entry with offset <= `offset`, or -1."""
+        relative = offset - self.base_offset
+        n = self.entries
+        if n == 0 or relative < 0:
+            return -1
+        buf = self._buffer()
+        unpack = _OFFSET_ENTRY.unpack_from
+        low, high = 0, n - 1
+        if unpack(buf, high * 8)[0] <= relative:
+            return high
+        while low < high:
+            mid = (low + high + 1) // 2
+            if unpack(buf, mid * 8)[0] <= relative:
+                low = mid
+            else:
+                high = mid - 1
+        return low if unpack(buf, low * 8)[0] <= relative else -1
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """The (offset, position) of the last entry at or before `offset`, else (base, 0)."""
+        slot = self._slot_at_or_below(offset)
+        return self.entry(slot) if slot >= 0 else (self.base_offset, 0)
+
+    def lookup_position(self, position: int) -> tuple[int, int] | None:
+        """The first entry whose position is at or after `position`, if any."""
+        n = self.entries
+        if n == 0:
+            return None
+        buf = self._buffer()
+        unpack = _OFFSET_ENTRY.unpack_from
+        low, high = 0, n
+        while low < high:
+            mid = (low + high) // 2
+            if unpack(buf, mid * 8)[1] < position:
+                low = mid + 1
+            else:
+                high = mid
+        return self.entry(low) if low < n else None
+
+    def last_position_at_or_below(self, position: int) -> int:
+        """The position of the last entry at or before `position`, else 0."""
+        n = self.entries
+        if n == 0:
+            return 0
+        buf = self._buffer()
+        unpack = _OFFSET_ENTRY.unpack_from
+        low, high = 0, n
+        while low < high:
+            mid = (low + high) // 2
+            if unpack(buf, mid * 8)[1] <= position:
+                low = mid + 1
+            else:
+                high = mid
+        return unpack(buf, (low - 1) * 8)[1] if low else 0
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove the entries for offsets at or after `offset`."""
+        slot = self._slot_at_or_below(offset)
+        keep = 0 if slot < 0 else slot if self.entry(slot)[0] == offset else slot + 1
+        self._set_entries(keep)
+
+    def sanity_check(self, log_size: int) -> None:
+        if self.entries == 0:
+            return
+        first_offset, first_position = self.entry(0)
+        last_offset, last_position = self.last_entry()
+        if last_offset < first_offset or last_position < first_position:
+            raise CorruptIndexError(f"{self.path} entries are out of order")
+        if last_position >= log_size:
+            raise CorruptIndexError(
+                f"{self.path} points at position {last_position}, past the log size {log_size}"
+            )
+
+
+class TimeIndex(_MappedIndex):
+    """Timestamp -> offset: where the segment's largest timestamp so far was reached."""
+
+    entry_size = 12
+
+    def is_full(self) -> bool:
+        # One slot stays free for the entry written when the segment rolls or closes.
+        return self.entries >= self.max_entries - 1
+
+    def entry(self, n: int) -> tuple[int, int]:
+        timestamp, relative = _TIME_ENTRY.unpack_from(self._buffer(), n * 12)
+        return timestamp, self.base_offset + relative
+
+    def last_entry(self) -> tuple[int, int]:
+        return self.entry(self.entries - 1) if self.entries else (-1, self.base_offset)
+
+    def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> None:
+        """Add an entry when `timestamp` is larger than the last one."""
+        if not skip_full_check and self.is_full():
+            raise CorruptIndexError(f"{self.path} is full")
+        if self.entries:
+            last_ts, last_offset = self.last_entry()
+            if timestamp <= last_ts:
+                return
+            if offset < last_offset:
+                raise CorruptIndexError(
+                    f"offset {offset} is before the last time index entry {last_offset}"
+                )
+        if self.entries >= self.max_entries:
+            return  # no room at all: a trimmed index that was never grown again
+        _TIME_ENTRY.pack_into(self._buffer(), self.entries * 12, timestamp, self.relative(offset))
+        self.entries += 1
+
+    def lookup(self, timestamp: int) -> tuple[int, int]:
+        """The last entry with a timestamp at or before `timestamp`, else (-1, base)."""
+        n = self.entries
+        if n == 0:
+            return -1, self.base_offset
+        buf = self._buffer()
+        unpack = _TIME_ENTRY.unpack_from
+        low, high = 0, n
+        while low < high:
+            mid = (low + high) // 2
+            if unpack(buf, mid * 12)[0] <= timestamp:
+                low = mid + 1
+            else:
+                high = mid
+        return self.entry(low - 1) if low else (-1, self.base_offset)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove the entries for offsets at or after `offset`."""
+        keep = self.entries
+        while keep > 0 and self.entry(keep - 1)[1] >= offset:
+            keep -= 1
+        self._set_entries(keep)
+
+    def sanity_check(self) -> None:
+        if self.entries == 0:
+            return
+        first_ts, first_offset = self.entry(0)
+        last_ts, last_offset = self.last_entry()
+        if last_ts < first_ts or last_offset < first_offset:
+            raise CorruptIndexError(f"{self.path} entries are out of order")

@@ -1,0 +1,1030 @@
+"""One partition's log: appends, reads, offsets, rolling, flushing, retention, truncation.
+
+`Log` is synchronous and thread-safe: appends, truncations and other changes hold the log's
+lock; reads work on a copy-on-write snapshot of the segment list and take no lock. The broker
+appends and reads on its event loop (an append is a `pwrite` of bytes it already has); the
+log manager runs `flush`, `delete_old_segments` and the cleaner in threads.
+
+Appends validate batch headers and CRCs, patch base offsets and leader epochs in place, and
+check producer state from headers only: no record is decoded on the hot path (compacted topics
+excepted: Kafka requires a key on every record there, which needs the records).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from gregor.protocol.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    KafkaStorageError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+    UnknownServerError,
+)
+from gregor.protocol.records import (
+    BATCH_HEADER_SIZE,
+    BatchHeader,
+    RecordBatch,
+    patch_base_offset,
+    patch_leader_epoch,
+    patch_log_append_time,
+    read_batch_header,
+    verify_crc,
+)
+from gregor.storage.batches import scan_headers
+from gregor.storage.checkpoints import write_partition_metadata
+from gregor.storage.config import LogConfig
+from gregor.storage.deletion import DeletionQueue
+from gregor.storage.epoch_cache import LeaderEpochCache
+from gregor.storage.files import EMPTY_SLICE, FileSlice
+from gregor.storage.names import DELETED_SUFFIX, SWAP_SUFFIX, parse_partition_dir
+from gregor.storage.producer_state import (
+    AppendOrigin,
+    BatchMetadata,
+    CompletedTxn,
+    ProducerAppendInfo,
+    ProducerStateManager,
+)
+from gregor.storage.results import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    NO_TIMESTAMP,
+    AppendInfo,
+    FetchDataInfo,
+    FetchIsolation,
+    TimestampAndOffset,
+)
+from gregor.storage.segment import LogSegment
+from gregor.storage.segments import SegmentList
+from gregor.storage.txn_index import AbortedTxn
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], int]
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class UnexpectedAppendOffsetError(UnknownServerError):
+    """A follower append whose first offset is below the log end offset."""
+
+
+class OffsetsOutOfOrderError(UnknownServerError):
+    """A follower append whose batches' offsets do not increase."""
+
+
+class Log:
+    """A partition's segmented log in its directory `<log.dir>/<topic>-<partition>`."""
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        *,
+        segments: SegmentList,
+        log_start_offset: int,
+        log_end_offset: int,
+        recovery_point: int,
+        high_watermark: int,
+        producer_state: ProducerStateManager,
+        epoch_cache: LeaderEpochCache,
+        topic_id: uuid.UUID | None = None,
+        clock: Clock = wall_clock_ms,
+        deletions: DeletionQueue | None = None,
+    ) -> None:
+        self.dir = directory
+        parsed = parse_partition_dir(directory.name)
+        self.topic, self.partition = parsed if parsed is not None else (directory.name, 0)
+        self.config = config
+        self.topic_id = topic_id
+        self.clock = clock
+        self.deletions = deletions if deletions is not None else DeletionQueue()
+        self._own_deletions = deletions is None
+        self.segments = segments
+        self.producer_state = producer_state
+        self.epoch_cache = epoch_cache
+        self._lock = threading.RLock()
+        self._log_start_offset = log_start_offset
+        self._leo = log_end_offset
+        self.recovery_point = min(recovery_point, log_end_offset)
+        self.last_flush_ms = clock()
+        self._hw = min(max(high_watermark, log_start_offset), log_end_offset)
+        self._positions: dict[int, tuple[LogSegment, int]] = {}
+        self._first_unstable: int | None = None
+        self._pending_snapshots: list[Path] = []
+        self.offline = False
+        self.closed = False
+        # Set by the log manager: flushing runs off the event loop, I/O errors take the
+        # directory offline. Without a manager, flushes run inline and errors just raise.
+        self.on_flush_needed: Callable[[Log], None] | None = None
+        self.on_io_error: Callable[[Log, OSError], None] | None = None
+        self._update_first_unstable()
+
+    # -- identity and offsets --------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.dir.name
+
+    @property
+    def topic_partition(self) -> tuple[str, int]:
+        return self.topic, self.partition
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def high_watermark(self) -> int:
+        return self._hw
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        self.update_high_watermark(offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        unstable = self._first_unstable
+        return unstable if unstable is not None and unstable < self._hw else self._hw
+
+    @property
+    def size(self) -> int:
+        return self.segments.size_in_bytes()
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments.active
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.name}, start={self._log_start_offset}, end={self._leo}, "
+            f"hw={self._hw}, segments={len(self.segments)})"
+        )
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark (clamped to the log's offsets); returns the value set."""
+        with self._lock:
+            hw = min(max(offset, self._log_start_offset), self._leo)
+            if hw != self._hw:
+                self._hw = hw
+                self.producer_state.on_high_watermark_updated(hw)
+                self._update_first_unstable()
+            return hw
+
+    def maybe_increment_high_watermark(self, offset: int) -> bool:
+        """Raise the high watermark to `offset` if that is higher (the leader's rule)."""
+        with self._lock:
+            if offset > self._hw:
+                self.update_high_watermark(offset)
+                return True
+            return False
+
+    def _update_first_unstable(self) -> None:
+        unstable = self.producer_state.first_unstable_offset()
+        if unstable is not None and unstable < self._log_start_offset:
+            unstable = self._log_start_offset
+        self._first_unstable = unstable
+
+    # -- errors ------------------------------------------------------------------------------
+
+    def _storage_error(self, what: str, exc: OSError) -> KafkaStorageError:
+        self.offline = True
+        hook = self.on_io_error
+        if hook is not None:
+            hook(self, exc)
+        return KafkaStorageError(f"{what} of {self.name} in {self.dir.parent} failed: {exc}")
+
+    @contextmanager
+    def _io(self, what: str) -> Iterator[None]:
+        if self.offline:
+            raise KafkaStorageError(f"{self.name} is in an offline log directory {self.dir.parent}")
+        try:
+            yield
+        except OSError as exc:
+            raise self._storage_error(what, exc) from exc
+
+    # -- append ------------------------------------------------------------------------------
+
+    def append_as_leader(
+        self,
+        records: bytes | bytearray | memoryview,
+        leader_epoch: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+    ) -> AppendInfo:
+        """Append a producer's batches: assign offsets, stamp the leader epoch, validate.
+
+        Raises CorruptRecordError (bad CRC or sizes), MessageTooLargeError (a batch over
+        `max.message.bytes`), InvalidRecordError, InvalidTimestampError, and the producer
+        state errors (OutOfOrderSequenceNumber, InvalidProducerEpoch, InvalidTxnState,
+        TransactionCoordinatorFenced). A duplicate of one of a producer's last five batches is
+        not written again; its original offsets are returned with `duplicate=True`.
+        """
+        buf = records if isinstance(records, bytearray) else bytearray(records)
+        headers = self._validate_batches(buf, origin, strict=True)
+        if not headers:
+            return self._empty_append_info()
+        now = self.clock()
+        append_time = now if self.config.log_append_time else NO_TIMESTAMP
+        if self.config.compact:
+            self._check_keys(buf, headers)
+        if not self.config.log_append_time:
+            self._check_timestamps(headers, now)
+        with self._lock:
+            if self.offline:
+                raise KafkaStorageError(f"{self.name} is in an offline log directory")
+            offset = first_offset = self._leo
+            max_ts, offset_of_max = NO_TIMESTAMP, -1
+            assigned: list[tuple[int, BatchHeader]] = []
+            for pos, header in headers:
+                patch_base_offset(buf, pos, offset)
+                patch_leader_epoch(buf, pos, leader_epoch)
+                if append_time != NO_TIMESTAMP:
+                    patch_log_append_time(buf, pos, append_time)
+                if header.producer_id >= 0 or append_time != NO_TIMESTAMP:
+                    # Producer state and timestamps need the header as it now is; plain
+                    # batches skip the second parse.
+                    header = read_batch_header(buf, pos)
+                assigned.append((pos, header))
+                offset += header.last_offset_delta + 1
+                if header.max_timestamp > max_ts:
+                    max_ts, offset_of_max = header.max_timestamp, offset - 1
+            return self._append_locked(
+                buf,
+                assigned,
+                first_offset,
+                offset - 1,
+                max_ts,
+                offset_of_max,
+                append_time,
+                origin,
+                leader_epoch,
+            )
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
+        """Append a leader's batches with the offsets and epochs they carry."""
+        buf = records if isinstance(records, bytes | bytearray) else bytes(records)
+        headers = self._validate_batches(buf, AppendOrigin.REPLICATION, strict=False)
+        if not headers:
+            return self._empty_append_info()
+        previous = -1
+        max_ts, offset_of_max = NO_TIMESTAMP, -1
+        for _pos, header in headers:
+            last = header.base_offset + header.last_offset_delta
+            if last <= previous:
+                raise OffsetsOutOfOrderError(
+                    f"out of order offsets in the follower append to {self.name}: "
+                    f"{last} after {previous}"
+                )
+            previous = last
+            if header.max_timestamp > max_ts:
+                max_ts, offset_of_max = header.max_timestamp, last
+        first_header = headers[0][1]
+        end = headers[-1][0] + headers[-1][1].batch_length + 12
+        data = buf if end == len(buf) else buf[:end]
+        with self._lock:
+            if self.offline:
+                raise KafkaStorageError(f"{self.name} is in an offline log directory")
+            if first_header.base_offset + first_header.last_offset_delta < self._leo:
+                raise UnexpectedAppendOffsetError(
+                    f"follower append to {self.name} starts at {first_header.base_offset}, "
+                    f"below the log end offset {self._leo}"
+                )
+            return self._append_locked(
+                data,
+                headers,
+                first_header.base_offset,
+                previous,
+                max_ts,
+                offset_of_max,
+                NO_TIMESTAMP,
+                AppendOrigin.REPLICATION,
+                None,
+            )
+
+    def _empty_append_info(self) -> AppendInfo:
+        return AppendInfo(-1, -1, NO_TIMESTAMP, -1, NO_TIMESTAMP, self._log_start_offset, 0, 0)
+
+    def _validate_batches(
+        self, buf: bytes | bytearray, origin: AppendOrigin, *, strict: bool
+    ) -> list[tuple[int, BatchHeader]]:
+        """Headers of the batches in `buf`, each checked for magic, size and CRC."""
+        limit = self.config.max_message_bytes
+        size = len(buf)
+        pos = 0
+        headers: list[tuple[int, BatchHeader]] = []
+        while pos < size:
+            if size - pos < BATCH_HEADER_SIZE:
+                if strict or (size - pos > 16 and buf[pos + 16] != 2):
+                    raise CorruptRecordError(
+                        f"append to {self.name} ends with a partial batch of {size - pos} bytes"
+                    )
+                break
+            header = read_batch_header(buf, pos)
+            batch_size = header.batch_length + 12
+            if pos + batch_size > size:
+                if strict:
+                    raise CorruptRecordError(
+                        f"batch at {pos} of the append to {self.name} declares {batch_size} "
+                        f"bytes, {size - pos} present"
+                    )
+                break
+            if batch_size > limit:
+                raise MessageTooLargeError(
+                    f"the record batch in the append to {self.name} is {batch_size} bytes, "
+                    f"over the maximum of {limit} (max.message.bytes)"
+                )
+            verify_crc(buf, pos, header)
+            if origin is AppendOrigin.CLIENT:
+                self._check_client_batch(header)
+            headers.append((pos, header))
+            pos += batch_size
+        return headers
+
+    def _check_client_batch(self, header: BatchHeader) -> None:
+        if header.base_offset != 0:
+            raise InvalidRecordError(
+                f"the base offset of a produced batch must be 0, not {header.base_offset} "
+                f"(append to {self.name})"
+            )
+        if header.is_control:
+            raise InvalidRecordError(
+                f"clients may not write control batches (append to {self.name})"
+            )
+        if header.records_count == 0 or header.last_offset_delta != header.records_count - 1:
+            raise InvalidRecordError(
+                f"batch of {header.records_count} records has last offset delta "
+                f"{header.last_offset_delta} (append to {self.name})"
+            )
+        if header.is_transactional and header.producer_id < 0:
+            raise InvalidRecordError(f"a transactional batch needs a producer id ({self.name})")
+
+    def _check_timestamps(self, headers: list[tuple[int, BatchHeader]], now: int) -> None:
+        # Kafka checks each record; the first and the largest timestamp bound them closely
+        # enough without decoding records.
+        before = self.config.message_timestamp_before_max_ms
+        after = self.config.message_timestamp_after_max_ms
+        if before >= 2**62 and after >= 2**62:
+            return
+        for _pos, header in headers:
+            for ts in (header.base_timestamp, header.max_timestamp):
+                if ts >= 0 and (now - ts > before or ts - now > after):
+                    raise InvalidTimestampError(
+                        f"timestamp {ts} of a batch in the append to {self.name} is out of range "
+                        f"(now {now}, message.timestamp.before.max.ms {before}, "
+                        f"message.timestamp.after.max.ms {after})"
+                    )
+
+    def _check_keys(self, buf: bytes | bytearray, headers: list[tuple[int, BatchHeader]]) -> None:
+        for pos, header in headers:
+            if header.is_control:
+                continue
+            batch = RecordBatch(header, memoryview(buf)[pos : pos + header.batch_length + 12])
+            for record in batch:
+                if record.key is None:
+                    raise InvalidRecordError(
+                        f"compacted topic cannot accept a record without a key ({self.name})"
+                    )
+
+    def _append_locked(
+        self,
+        data: bytes | bytearray,
+        headers: list[tuple[int, BatchHeader]],
+        first_offset: int,
+        last_offset: int,
+        max_ts: int,
+        offset_of_max: int,
+        append_time: int,
+        origin: AppendOrigin,
+        leader_epoch: int | None,
+    ) -> AppendInfo:
+        size = len(data)
+        if size > self.config.segment_bytes:
+            raise RecordListTooLargeError(
+                f"append of {size} bytes to {self.name} exceeds the segment size "
+                f"{self.config.segment_bytes} (segment.bytes)"
+            )
+        producer_state = self.producer_state
+        updates: dict[int, ProducerAppendInfo] = {}
+        completed: list[CompletedTxn] = []
+        for pos, header in headers:
+            if header.producer_id < 0:
+                continue
+            if origin is AppendOrigin.CLIENT:
+                entry = producer_state.producers.get(header.producer_id)
+                duplicate = entry.find_duplicate(header) if entry is not None else None
+                if duplicate is not None:
+                    return self._duplicate_info(duplicate, header)
+            info = updates.get(header.producer_id)
+            if info is None:
+                info = updates[header.producer_id] = producer_state.prepare_update(
+                    header.producer_id, origin
+                )
+            batch_data = (
+                memoryview(data)[pos : pos + header.batch_length + 12]
+                if header.is_control
+                else None
+            )
+            done = info.append(header, batch_data)
+            if done is not None:
+                completed.append(done)
+        try:
+            segment = self._maybe_roll(size, max_ts, first_offset, last_offset)
+            if leader_epoch is not None:
+                if leader_epoch >= 0:
+                    self.epoch_cache.assign(leader_epoch, first_offset)
+            else:
+                for _pos, header in headers:
+                    if header.partition_leader_epoch >= 0:
+                        self.epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+            segment.append(last_offset, max_ts, offset_of_max, data)
+            self._leo = last_offset + 1
+            for info in updates.values():
+                producer_state.update(info)
+            for txn in completed:
+                lso = producer_state.last_stable_offset_after(txn)
+                if txn.is_aborted:
+                    segment.append_aborted_txn(
+                        AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso)
+                    )
+                producer_state.complete_txn(txn)
+        except OSError as exc:
+            raise self._storage_error("append", exc) from exc
+        producer_state.map_end_offset = last_offset + 1
+        if updates:
+            self._update_first_unstable()
+        if self._leo - self.recovery_point >= self.config.flush_messages:
+            self._request_flush()
+        last_epoch = (
+            leader_epoch if leader_epoch is not None else headers[-1][1].partition_leader_epoch
+        )
+        return AppendInfo(
+            first_offset,
+            last_offset,
+            max_ts,
+            offset_of_max,
+            append_time,
+            self._log_start_offset,
+            size,
+            sum(h.records_count for _p, h in headers),
+            last_epoch if last_epoch >= 0 else None,
+        )
+
+    def _duplicate_info(self, duplicate: BatchMetadata, header: BatchHeader) -> AppendInfo:
+        return AppendInfo(
+            duplicate.first_offset,
+            duplicate.last_offset,
+            duplicate.timestamp,
+            duplicate.last_offset,
+            duplicate.timestamp if self.config.log_append_time else NO_TIMESTAMP,
+            self._log_start_offset,
+            0,
+            header.records_count,
+            duplicate=True,
+        )
+
+    # -- rolling -----------------------------------------------------------------------------
+
+    def _maybe_roll(
+        self, size: int, max_ts: int, first_offset: int, last_offset: int
+    ) -> LogSegment:
+        segment = self.segments.active
+        now = self.clock()
+        if segment.should_roll(
+            now_ms=now, append_size=size, max_timestamp=max_ts, max_offset=last_offset
+        ):
+            return self._roll(first_offset)
+        return segment
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end offset (or the given later offset)."""
+        with self._lock, self._io("roll"):
+            return self._roll(expected_next_offset)
+
+    def _roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        new_offset = max(expected_next_offset or 0, self._leo)
+        previous = self.segments.active
+        if previous.base_offset == new_offset and previous.size == 0:
+            return previous  # nothing written since the last roll
+        existing = self.segments.get(new_offset)
+        if existing is not None:
+            raise KafkaStorageError(
+                f"cannot roll {self.name} to offset {new_offset}: a segment starts there"
+            )
+        previous.on_become_inactive()
+        self.producer_state.map_end_offset = max(self.producer_state.map_end_offset, new_offset)
+        snapshot = self.producer_state.take_snapshot(sync=False)
+        if snapshot is not None:
+            self._pending_snapshots.append(snapshot)
+        segment = LogSegment(
+            self.dir, new_offset, self.config, created_ms=self.clock(), active=True, new=True
+        )
+        self.segments.add(segment)
+        self._positions.clear()
+        self._request_flush()
+        return segment
+
+    # -- flushing ------------------------------------------------------------------------------
+
+    def _request_flush(self) -> None:
+        hook = self.on_flush_needed
+        if hook is not None:
+            hook(self)
+        else:
+            self.flush()
+
+    def flush(self, up_to: int | None = None) -> None:
+        """Make everything below `up_to` (default: the log end offset) durable.
+
+        fsyncs the segments between the recovery point and `up_to` and moves the recovery
+        point. Run it off the event loop.
+        """
+        with self._lock:
+            if self.offline or self.closed:
+                return
+            offset = self._leo if up_to is None else min(up_to, self._leo)
+            if offset <= self.recovery_point:
+                return
+            segments = self.segments.between(self.recovery_point, offset)
+            snapshots, self._pending_snapshots = self._pending_snapshots, []
+        try:
+            for segment in segments:
+                segment.flush()
+            self.epoch_cache.flush()
+            for path in snapshots:
+                _fsync_path(path)
+        except FileNotFoundError:
+            pass  # a segment deleted meanwhile has nothing left to flush
+        except OSError as exc:
+            raise self._storage_error("flush", exc) from exc
+        with self._lock:
+            if offset > self.recovery_point:
+                self.recovery_point = offset
+            self.last_flush_ms = self.clock()
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def _position(self, offset: int) -> tuple[LogSegment, int]:
+        """The segment and position where `offset` starts (cached for HW, LSO)."""
+        cached = self._positions.get(offset)
+        if cached is not None:
+            return cached
+        segment = self.segments.floor(offset) or self.segments.first
+        found = segment.translate_offset(offset)
+        result = (segment, found[0] if found is not None else segment.size)
+        if len(self._positions) > 8:
+            self._positions.clear()
+        self._positions[offset] = result
+        return result
+
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK,
+        min_one_batch: bool = True,
+        max_offset: int | None = None,
+    ) -> FetchDataInfo:
+        """Whole batches from the one holding `start_offset`, at most `max_bytes` of them.
+
+        With `min_one_batch` the first batch is returned whole even if larger (KIP-74). The
+        upper bound is the log end (followers), the high watermark, or the last stable offset
+        (read_committed, with the aborted transactions of the range), and `max_offset` when
+        given. Raises OffsetOutOfRangeError outside [log start, log end].
+        """
+        if self.offline:
+            raise KafkaStorageError(f"{self.name} is in an offline log directory")
+        leo = self._leo
+        active = self.segments.active
+        hw, log_start = self._hw, self._log_start_offset
+        lso = self.last_stable_offset
+        if start_offset < log_start or start_offset > leo:
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} is out of range for {self.name}: "
+                f"the log holds [{log_start}, {leo})"
+            )
+        if isolation is FetchIsolation.LOG_END:
+            bound = leo
+        elif isolation is FetchIsolation.HIGH_WATERMARK:
+            bound = hw
+        else:
+            bound = lso
+        if max_offset is not None:
+            bound = min(bound, max_offset)
+        segment, records, incomplete = self._read_from(
+            start_offset, max_bytes, min_one_batch, bound, leo, active
+        )
+        aborted = None
+        if isolation is FetchIsolation.TXN_COMMITTED:
+            aborted = self._aborted_for(start_offset, segment, records)
+        return FetchDataInfo(
+            records,
+            start_offset,
+            hw,
+            log_start,
+            lso,
+            leo,
+            aborted,
+            first_entry_incomplete=incomplete,
+        )
+
+    def _read_from(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        min_one_batch: bool,
+        bound: int,
+        leo: int,
+        active: LogSegment,
+    ) -> tuple[LogSegment | None, FileSlice, bool]:
+        if start_offset >= bound:
+            return None, EMPTY_SLICE, False
+        try:
+            if bound == leo:
+                bound_segment, bound_position = active, active.size
+            else:
+                bound_segment, bound_position = self._position(bound)
+            segment: LogSegment | None = self.segments.floor(start_offset)
+            while segment is not None and segment.base_offset <= bound_segment.base_offset:
+                limit = bound_position if segment is bound_segment else segment.size
+                found = segment.read(start_offset, max_bytes, limit, min_one_batch)
+                if found is not None:
+                    records, _position, first_size = found
+                    incomplete = not min_one_batch and not records.length and first_size > max_bytes
+                    return segment, records, incomplete
+                segment = self.segments.higher(segment.base_offset)
+        except (FileNotFoundError, ValueError) as exc:
+            # The segment was deleted (retention, truncation) while it was being read.
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} of {self.name} went away during the read: {exc}"
+            ) from None
+        except OSError as exc:
+            raise self._storage_error("read", exc) from exc
+        return None, EMPTY_SLICE, False
+
+    def _aborted_for(
+        self, start_offset: int, segment: LogSegment | None, records: FileSlice
+    ) -> list[AbortedTxn]:
+        if segment is None or not records.length:
+            return []
+        entry = segment.offset_index.lookup_position(records.position + records.length)
+        if entry is not None:
+            upper = entry[0]
+        else:
+            following = self.segments.higher(segment.base_offset)
+            upper = following.base_offset if following is not None else self._leo
+        return self.collect_aborted_transactions(start_offset, upper)
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions that overlap [start_offset, upper_bound)."""
+        found: list[AbortedTxn] = []
+        for segment in self.segments.from_offset(start_offset):
+            txns, complete = segment.collect_aborted_txns(start_offset, upper_bound)
+            found.extend(txns)
+            if complete:
+                break
+        return found
+
+    # -- offsets by timestamp ---------------------------------------------------------------
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """ListOffsets: the first offset at or after `timestamp`, or a special lookup.
+
+        `-2` earliest, `-1` latest (the log end; the broker bounds it by HW or LSO), `-3` the
+        record with the largest timestamp, `-4` earliest local. None when nothing matches.
+        """
+        with self._io("offset lookup"):
+            if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+                start = self._log_start_offset
+                earliest = self.epoch_cache.earliest_entry()
+                epoch = earliest[0] if earliest is not None and earliest[1] <= start else None
+                return TimestampAndOffset(NO_TIMESTAMP, start, epoch)
+            if timestamp == LATEST_TIMESTAMP:
+                return TimestampAndOffset(NO_TIMESTAMP, self._leo, self.epoch_cache.latest_epoch())
+            if timestamp == LATEST_TIERED_TIMESTAMP:
+                return TimestampAndOffset(NO_TIMESTAMP, -1, None)
+            if timestamp == MAX_TIMESTAMP:
+                return self._max_timestamp_offset()
+            if timestamp < 0:
+                raise InvalidRecordError(f"unknown special timestamp {timestamp}")
+            for segment in self.segments.all():
+                if segment.largest_timestamp() >= timestamp:
+                    found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
+                    if found is not None:
+                        ts, offset, epoch = found
+                        return TimestampAndOffset(ts, offset, epoch if epoch >= 0 else None)
+            return None
+
+    def _max_timestamp_offset(self) -> TimestampAndOffset | None:
+        best: LogSegment | None = None
+        for segment in self.segments.all():
+            if segment.size and (
+                best is None or segment.max_timestamp_so_far > best.max_timestamp_so_far
+            ):
+                best = segment
+        if best is None or best.max_timestamp_so_far < 0:
+            return None
+        found = best.find_offset_by_timestamp(best.max_timestamp_so_far, self._log_start_offset)
+        if found is None:
+            return None
+        ts, offset, epoch = found
+        return TimestampAndOffset(ts, offset, epoch if epoch >= 0 else None)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int] | None:
+        """(epoch, end offset) for OffsetsForLeaderEpoch; None when unknown."""
+        found_epoch, offset = self.epoch_cache.end_offset_for(epoch, self._leo)
+        return None if offset < 0 else (found_epoch, offset)
+
+    # -- log start offset and retention --------------------------------------------------------
+
+    def delete_records(self, before_offset: int) -> int:
+        """DeleteRecords: move the log start offset up to `before_offset` (at most the HW).
+
+        Returns the new log start offset; the segments wholly below it go with the next
+        retention pass.
+        """
+        with self._lock, self._io("delete records"):
+            if before_offset > self._hw:
+                raise OffsetOutOfRangeError(
+                    f"cannot move the log start offset of {self.name} to {before_offset}, "
+                    f"beyond the high watermark {self._hw}"
+                )
+            self._increment_log_start_offset(before_offset)
+            return self._log_start_offset
+
+    def _increment_log_start_offset(self, offset: int) -> None:
+        if offset <= self._log_start_offset:
+            return
+        self._log_start_offset = offset
+        self.epoch_cache.truncate_from_start(offset)
+        self.producer_state.on_log_start_offset_incremented(offset)
+        self._update_first_unstable()
+
+    def delete_old_segments(self) -> int:
+        """Retention: delete segments below the log start offset, over `retention.bytes` or
+        older than `retention.ms` (for `cleanup.policy` delete). Returns how many went."""
+        with self._lock, self._io("retention"):
+            deleted = self._delete_segments_where(self._below_log_start)
+            if self.config.delete:
+                deleted += self._delete_over_size()
+                deleted += self._delete_expired()
+            return deleted
+
+    def _below_log_start(self, segment: LogSegment, following: LogSegment | None) -> bool:
+        return following is not None and following.base_offset <= self._log_start_offset
+
+    def _delete_over_size(self) -> int:
+        limit = self.config.retention_bytes
+        if limit < 0:
+            return 0
+        excess = self.size - limit
+        if excess <= 0:
+            return 0
+
+        def over(segment: LogSegment, _following: LogSegment | None) -> bool:
+            nonlocal excess
+            if excess - segment.size < 0:
+                return False
+            excess -= segment.size
+            return True
+
+        return self._delete_segments_where(over)
+
+    def _delete_expired(self) -> int:
+        retention = self.config.retention_ms
+        if retention < 0:
+            return 0
+        now = self.clock()
+        return self._delete_segments_where(
+            lambda segment, _following: now - segment.largest_timestamp() > retention
+        )
+
+    def _delete_segments_where(
+        self, predicate: Callable[[LogSegment, LogSegment | None], bool]
+    ) -> int:
+        segments = self.segments.all()
+        deletable: list[LogSegment] = []
+        for i, segment in enumerate(segments):
+            following = segments[i + 1] if i + 1 < len(segments) else None
+            upper = following.base_offset if following is not None else self._leo
+            if following is None and segment.size == 0:
+                break
+            # Nothing at or above the high watermark goes, so the start never passes it.
+            if self._hw < upper or not predicate(segment, following):
+                break
+            deletable.append(segment)
+        if not deletable:
+            return 0
+        if len(deletable) == len(segments):
+            self._roll()
+        new_start = self.segments.higher(deletable[-1].base_offset)
+        if new_start is None:
+            raise KafkaStorageError(f"{self.name} has no segment after {deletable[-1]}")
+        self._increment_log_start_offset(new_start.base_offset)
+        self._remove_segments(deletable)
+        self.producer_state.delete_snapshots_before(self.segments.first.base_offset)
+        return len(deletable)
+
+    def _remove_segments(self, segments: list[LogSegment]) -> None:
+        """Take segments out of the log now; unlink their files after file.delete.delay.ms."""
+        paths = self._retire(segments)
+        self.segments.remove(segments)
+        self._positions.clear()
+        self.deletions.schedule(paths, self.clock() + self.config.file_delete_delay_ms)
+
+    def _retire(self, segments: list[LogSegment]) -> list[Path]:
+        """Rename segments `.deleted` (open descriptors keep in-flight reads working)."""
+        paths: list[Path] = []
+        for segment in segments:
+            segment.deleted = True
+            segment.change_suffix(DELETED_SUFFIX)
+            paths.extend(segment.paths())
+        return paths
+
+    # -- truncation (followers) -----------------------------------------------------------------
+
+    def truncate_to(self, target: int) -> bool:
+        """Remove everything at and after `target`; returns whether anything went."""
+        if target < 0:
+            raise ValueError(f"cannot truncate {self.name} to a negative offset {target}")
+        with self._lock, self._io("truncate"):
+            if target >= self._leo:
+                return False
+            if self.segments.first.base_offset > target:
+                self._truncate_fully(target)
+                return True
+            doomed = [s for s in self.segments.all() if s.base_offset > target]
+            if doomed:
+                if self.segments.floor(target) is None:
+                    raise KafkaStorageError(f"no segment of {self.name} holds {target}")
+                self._remove_segments(doomed)
+            active = self.segments.active
+            active.truncate_to(target, self.clock())
+            self._leo = active.read_next_offset()
+            self._after_truncation()
+            return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and start again, empty, at `offset`."""
+        with self._lock, self._io("truncate"):
+            self._truncate_fully(offset)
+
+    def _truncate_fully(self, offset: int) -> None:
+        old = self.segments.all()
+        paths = self._retire(old)
+        segment = LogSegment(
+            self.dir, offset, self.config, created_ms=self.clock(), active=True, new=True
+        )
+        self.segments.replace([segment], old)
+        self.deletions.schedule(paths, self.clock() + self.config.file_delete_delay_ms)
+        self._leo = offset
+        self._log_start_offset = offset
+        self.epoch_cache.clear()
+        self.producer_state.truncate_fully_and_start_at(offset)
+        self._after_truncation()
+
+    def _after_truncation(self) -> None:
+        leo = self._leo
+        self._positions.clear()
+        self.epoch_cache.truncate_from_end(leo)
+        if self._log_start_offset > leo:
+            self._log_start_offset = leo
+        self.recovery_point = min(self.recovery_point, leo)
+        self._hw = min(max(self._hw, self._log_start_offset), leo)
+        self.rebuild_producer_state(leo)
+        self._update_first_unstable()
+
+    # -- producer state ------------------------------------------------------------------------
+
+    def rebuild_producer_state(self, up_to: int) -> None:
+        """Load the latest snapshot below `up_to` and replay the batches after it."""
+        psm = self.producer_state
+        psm.truncate_and_reload(self._log_start_offset, up_to, self.clock())
+        start = psm.map_end_offset
+        if start < up_to:
+            for segment in self.segments.between(start, up_to):
+                replay_segment(psm, segment, start, up_to)
+        psm.map_end_offset = up_to
+
+    def take_producer_snapshot(self) -> None:
+        with self._lock, self._io("producer snapshot"):
+            self.producer_state.take_snapshot(sync=True)
+
+    def remove_expired_producers(self) -> None:
+        with self._lock:
+            self.producer_state.remove_expired_producers(self.clock())
+
+    def has_ongoing_transaction(self, producer_id: int) -> bool:
+        entry = self.producer_state.producers.get(producer_id)
+        return entry is not None and entry.current_txn_first_offset is not None
+
+    # -- cleaner support -------------------------------------------------------------------------
+
+    def replace_segments(self, new: LogSegment, old: list[LogSegment]) -> None:
+        """Swap the cleaner's output in for the segments it was made from, atomically.
+
+        The cleaned segment was written as `.cleaned`; it becomes `.swap`, the old segments
+        leave the log (renamed `.deleted`), then the swap file takes its final name. A crash
+        at any step is completed or undone by the next load.
+        """
+        with self._lock, self._io("segment swap"):
+            new.change_suffix(SWAP_SUFFIX)
+            current = {id(s) for s in self.segments.all()}
+            still_there = [s for s in old if id(s) in current]
+            paths = self._retire(still_there)
+            new.change_suffix("")
+            self.segments.replace([new], still_there)
+            self._positions.clear()
+            self.deletions.schedule(paths, self.clock() + self.config.file_delete_delay_ms)
+
+    def write_topic_id(self, topic_id: uuid.UUID) -> None:
+        with self._lock, self._io("partition metadata"):
+            write_partition_metadata(self.dir, topic_id)
+            self.topic_id = topic_id
+
+    # -- closing ---------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Clean shutdown: snapshot producer state, flush, trim and close the files."""
+        with self._lock:
+            if self.closed:
+                return
+            if not self.offline:
+                try:
+                    self.producer_state.map_end_offset = self._leo
+                    self.producer_state.take_snapshot(sync=True)
+                    for segment in self.segments.all():
+                        segment.close()
+                    self.epoch_cache.flush()
+                except OSError as exc:
+                    raise self._storage_error("close", exc) from exc
+            self.closed = True
+        if self._own_deletions:
+            self.deletions.run_due()
+
+    def close_handles(self) -> None:
+        """Let every file go without writing anything (the directory is offline)."""
+        with self._lock:
+            self.closed = True
+            self.segments.clear()
+
+    def delete(self) -> None:
+        """Remove the whole log from disk (the partition was deleted)."""
+        with self._lock:
+            self.closed = True
+            segments = self.segments.all()
+            self.segments.clear()
+            for segment in segments:
+                segment.deleted = True
+
+
+def replay_segment(psm: ProducerStateManager, segment: LogSegment, start: int, end: int) -> None:
+    """Feed the batches of `segment` with offsets in [start, end) to the producer state."""
+    handle = segment.file()
+    for pos, header in scan_headers(handle, 0, segment.size):
+        last = header.base_offset + header.last_offset_delta
+        if last < start:
+            continue
+        if header.base_offset >= end:
+            break
+        data = handle.pread(header.batch_length + 12, pos) if header.is_control else None
+        apply_batch(psm, header, memoryview(data) if data is not None else None)
+        psm.map_end_offset = last + 1
+
+
+def apply_batch(
+    psm: ProducerStateManager, header: BatchHeader, data: memoryview | None
+) -> CompletedTxn | None:
+    """Record a batch from the log in the producer state (as replication does)."""
+    if header.producer_id < 0:
+        return None
+    info = psm.prepare_update(header.producer_id, AppendOrigin.REPLICATION)
+    done = info.append(header, data)
+    psm.update(info)
+    return done
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

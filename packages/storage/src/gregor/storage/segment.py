@@ -1,0 +1,499 @@
+"""One segment of a log: a `.log` file of batches and its three indexes.
+
+The segment is the unit of rolling, retention, cleaning and recovery. Its `.log` file is the
+concatenation of v2 batches exactly as clients and replicas exchange them. The offset index
+gets an entry (last offset of the appended batches -> their position) once more than
+`index.interval.bytes` were written since the previous entry, and the time index an entry for
+the largest timestamp so far at the same moments, as in Kafka.
+
+Files are opened when first used. The active segment writes through `pwrite` at its tracked
+size and keeps its indexes mapped read-write; older segments are read-only.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+from collections.abc import Callable
+from pathlib import Path
+
+from gregor.protocol.errors import CorruptRecordError, InvalidRecordError
+from gregor.protocol.records import BatchHeader, RecordBatch, verify_crc
+from gregor.storage.batches import read_batches, scan_headers
+from gregor.storage.config import LogConfig
+from gregor.storage.files import EMPTY_SLICE, FileHandle, FileSlice
+from gregor.storage.index import OffsetIndex, TimeIndex
+from gregor.storage.names import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    segment_file,
+)
+from gregor.storage.txn_index import AbortedTxn, TransactionIndex
+
+log = logging.getLogger(__name__)
+
+BatchCallback = Callable[[BatchHeader, memoryview], None]
+
+
+class SegmentOffsetOverflowError(Exception):
+    """Batches whose offsets do not fit the segment's 32-bit relative offsets."""
+
+
+class LogSegment:
+    """A `.log` file with its `.index`, `.timeindex` and `.txnindex`."""
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        config: LogConfig,
+        *,
+        created_ms: int,
+        suffix: str = "",
+        active: bool = True,
+        new: bool = False,
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.config = config
+        self.suffix = suffix
+        self.created_ms = created_ms
+        self.active = active
+        self.deleted = False
+        self.roll_jitter_ms = (
+            random.randrange(config.segment_jitter_ms) if config.segment_jitter_ms > 0 else 0
+        )
+        self.log_path = segment_file(directory, base_offset, LOG_SUFFIX, suffix)
+        self._log: FileHandle | None = None
+        self._offset_index: OffsetIndex | None = None
+        self._time_index: TimeIndex | None = None
+        self.txn_index = TransactionIndex(
+            segment_file(directory, base_offset, TXN_INDEX_SUFFIX, suffix), base_offset
+        )
+        self._bytes_since_index = 0
+        self._max_timestamp: tuple[int, int] | None = None  # (timestamp, offset), lazily read
+        self._rolling_timestamp: int | None = None  # the first batch's max timestamp
+        if new:
+            self._log = FileHandle(self.log_path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+            if active and config.preallocate:
+                self._log.truncate(config.segment_bytes)
+            self._max_timestamp = (-1, base_offset)
+            self._size = 0
+        else:
+            self._size = self.log_path.stat().st_size
+
+    # -- files -----------------------------------------------------------------------------
+
+    def _path(self, suffix: str) -> Path:
+        return segment_file(self.directory, self.base_offset, suffix, self.suffix)
+
+    @property
+    def index_path(self) -> Path:
+        return self._path(INDEX_SUFFIX)
+
+    @property
+    def time_index_path(self) -> Path:
+        return self._path(TIME_INDEX_SUFFIX)
+
+    def file(self) -> FileHandle:
+        handle = self._log
+        if handle is None:
+            handle = self._log = FileHandle(self.log_path, os.O_RDWR)
+        return handle
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        index = self._offset_index
+        if index is None:
+            index = OffsetIndex(
+                self.index_path,
+                self.base_offset,
+                self.config.segment_index_bytes,
+                writable=self.active,
+            )
+            if self.active:
+                index.resize(self.config.segment_index_bytes)
+            self._offset_index = index
+        return index
+
+    @property
+    def time_index(self) -> TimeIndex:
+        index = self._time_index
+        if index is None:
+            index = TimeIndex(
+                self.time_index_path,
+                self.base_offset,
+                self.config.segment_index_bytes,
+                writable=self.active,
+            )
+            if self.active:
+                index.resize(self.config.segment_index_bytes)
+            self._time_index = index
+        return index
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def __repr__(self) -> str:
+        return (
+            f"LogSegment(base_offset={self.base_offset}, size={self._size}, {self.log_path.name})"
+        )
+
+    # -- timestamps ------------------------------------------------------------------------
+
+    def _max_timestamp_entry(self) -> tuple[int, int]:
+        entry = self._max_timestamp
+        if entry is None:
+            entry = self._max_timestamp = self.time_index.last_entry()
+        return entry
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        return self._max_timestamp_entry()[0]
+
+    @property
+    def offset_of_max_timestamp(self) -> int:
+        return self._max_timestamp_entry()[1]
+
+    def largest_timestamp(self) -> int:
+        """The largest record timestamp, or the file's modification time when there is none."""
+        timestamp = self.max_timestamp_so_far
+        return timestamp if timestamp >= 0 else self.last_modified_ms()
+
+    def last_modified_ms(self) -> int:
+        try:
+            return int(self.log_path.stat().st_mtime * 1000)
+        except FileNotFoundError:
+            return 0
+
+    def first_batch_timestamp(self) -> int:
+        """The max timestamp of the first batch, or -1 (what `segment.ms` counts from)."""
+        if self._rolling_timestamp is None:
+            self._rolling_timestamp = -1
+            for _pos, header in scan_headers(self.file(), 0, self._size):
+                self._rolling_timestamp = header.max_timestamp
+                break
+        return self._rolling_timestamp
+
+    def time_waited_for_roll(self, now_ms: int, batch_timestamp: int) -> int:
+        first = self.first_batch_timestamp()
+        if first >= 0:
+            return batch_timestamp - first
+        return now_ms - self.created_ms
+
+    def should_roll(
+        self, *, now_ms: int, append_size: int, max_timestamp: int, max_offset: int
+    ) -> bool:
+        config = self.config
+        size = self._size
+        if size > config.segment_bytes - append_size:
+            return True
+        if size > 0 and (
+            self.time_waited_for_roll(now_ms, max_timestamp)
+            > config.segment_ms - self.roll_jitter_ms
+        ):
+            return True
+        return (
+            self.offset_index.is_full()
+            or self.time_index.is_full()
+            or not self.offset_index.can_append_offset(max_offset)
+        )
+
+    # -- append ----------------------------------------------------------------------------
+
+    def append(
+        self,
+        largest_offset: int,
+        largest_timestamp: int,
+        offset_of_max_timestamp: int,
+        data: bytes | bytearray | memoryview,
+    ) -> None:
+        """Write batches whose offsets are already set; index them every interval."""
+        size = len(data)
+        if not size:
+            return
+        position = self._size
+        if not 0 <= largest_offset - self.base_offset <= 0x7FFFFFFF:
+            raise SegmentOffsetOverflowError(
+                f"offset {largest_offset} does not fit segment {self.base_offset}"
+            )
+        if position == 0:
+            self._rolling_timestamp = largest_timestamp
+        self.file().pwrite(data, position)
+        self._size = position + size
+        entry = self._max_timestamp_entry()
+        if largest_timestamp > entry[0]:
+            entry = self._max_timestamp = (largest_timestamp, offset_of_max_timestamp)
+        if self._bytes_since_index > self.config.index_interval_bytes:
+            self.offset_index.append(largest_offset, position)
+            self.time_index.maybe_append(entry[0], entry[1])
+            self._bytes_since_index = 0
+        self._bytes_since_index += size
+
+    def append_aborted_txn(self, txn: AbortedTxn) -> None:
+        self.txn_index.append(txn)
+
+    # -- lookups -----------------------------------------------------------------------------
+
+    def translate_offset(
+        self, offset: int, start_position: int = 0
+    ) -> tuple[int, BatchHeader] | None:
+        """The position and header of the first batch whose last offset is >= `offset`."""
+        position = max(self.offset_index.lookup(offset)[1], start_position)
+        for pos, header in scan_headers(self.file(), position, self._size):
+            if header.base_offset + header.last_offset_delta >= offset:
+                return pos, header
+        return None
+
+    def batch_end_within(self, start: int, limit: int) -> int:
+        """The end of the last whole batch that starts at or after `start` and ends by `limit`.
+
+        `start` is a batch boundary; the result is `start` when not even one batch fits.
+        """
+        limit = min(limit, self._size)
+        if limit <= start:
+            return start
+        if limit == self._size:
+            return limit
+        position = max(self.offset_index.last_position_at_or_below(limit), start)
+        end = position
+        for pos, header in scan_headers(self.file(), position, limit):
+            end = pos + header.batch_length + 12
+        return end
+
+    def read(
+        self, start_offset: int, max_size: int, max_position: int | None, min_one_batch: bool
+    ) -> tuple[FileSlice, int, int] | None:
+        """A slice of whole batches from the batch holding `start_offset`, or None past the end.
+
+        Returns (slice, start position, size of the first batch). The slice ends at
+        `max_position` at most and holds at most `max_size` bytes, except that the first batch
+        is whole even when larger, with `min_one_batch` (KIP-74).
+        """
+        found = self.translate_offset(start_offset)
+        if found is None:
+            return None
+        position, header = found
+        first_size = header.batch_length + 12
+        budget = max(max_size, first_size) if min_one_batch else max_size
+        if budget <= 0 or max_position is None or max_position <= position:
+            return EMPTY_SLICE, position, first_size
+        end = self.batch_end_within(position, min(max_position, position + budget))
+        if end == position:
+            return EMPTY_SLICE, position, first_size
+        return FileSlice(self.file(), position, end - position), position, first_size
+
+    def read_next_offset(self) -> int:
+        """The offset after the last batch (the base offset when the segment is empty)."""
+        position = self.offset_index.last_entry()[1]
+        next_offset = self.base_offset
+        for _pos, header in scan_headers(self.file(), position, self._size):
+            next_offset = header.base_offset + header.last_offset_delta + 1
+        return next_offset
+
+    def find_offset_by_timestamp(
+        self, timestamp: int, starting_offset: int
+    ) -> tuple[int, int, int] | None:
+        """(timestamp, offset, leader epoch) of the first record at or after `timestamp`."""
+        _ts, indexed_offset = self.time_index.lookup(timestamp)
+        position = self.offset_index.lookup(max(indexed_offset, starting_offset))[1]
+        handle = self.file()
+        for pos, header in scan_headers(handle, position, self._size):
+            if header.max_timestamp < timestamp:
+                continue
+            if header.base_offset + header.last_offset_delta < starting_offset:
+                continue
+            batch = RecordBatch.from_bytes(handle.pread(header.batch_length + 12, pos))
+            for record in batch:
+                if record.timestamp >= timestamp and record.offset >= starting_offset:
+                    return record.timestamp, record.offset, header.partition_leader_epoch
+        return None
+
+    def collect_aborted_txns(
+        self, fetch_offset: int, upper_bound: int
+    ) -> tuple[list[AbortedTxn], bool]:
+        return self.txn_index.collect(fetch_offset, upper_bound)
+
+    # -- recovery and truncation -----------------------------------------------------------
+
+    def recover(
+        self, on_batch: BatchCallback | None = None, *, keep_txn_index: bool = False
+    ) -> int:
+        """Rebuild the indexes from the log, checking every batch; cut a bad tail.
+
+        Returns the number of bytes truncated. `on_batch` sees each valid batch in order
+        (producer state, aborted transactions and leader epochs are rebuilt through it);
+        `keep_txn_index` keeps the aborted transactions when only the indexes are rebuilt.
+        """
+        was_active = self.active
+        self.make_active()  # the indexes are rebuilt through writable mappings
+        offset_index, time_index = self.offset_index, self.time_index
+        offset_index.reset()
+        time_index.reset()
+        if not keep_txn_index:
+            self.txn_index.reset()
+        handle = self.file()
+        file_size = handle.size()
+        valid = 0
+        last_index_entry = 0
+        max_ts, offset_of_max = -1, self.base_offset
+        next_offset = self.base_offset
+        interval = self.config.index_interval_bytes
+        try:
+            for pos, header, data in read_batches(handle, 0, file_size):
+                verify_crc(data, 0, header)
+                last = header.base_offset + header.last_offset_delta
+                if header.base_offset < next_offset or last - self.base_offset > 0x7FFFFFFF:
+                    raise CorruptRecordError(
+                        f"batch at {pos} has offsets {header.base_offset}..{last}, "
+                        f"expected from {next_offset}"
+                    )
+                if header.max_timestamp > max_ts:
+                    max_ts, offset_of_max = header.max_timestamp, last
+                if pos - last_index_entry > interval:
+                    offset_index.append(last, pos)
+                    time_index.maybe_append(max_ts, offset_of_max)
+                    last_index_entry = pos
+                if on_batch is not None:
+                    on_batch(header, data)
+                valid = pos + header.batch_length + 12
+                next_offset = last + 1
+        except (CorruptRecordError, InvalidRecordError) as exc:
+            log.warning("%s: invalid batch at position %d: %s", self.log_path, valid, exc)
+        truncated = file_size - valid
+        if truncated > 0:
+            log.warning(
+                "%s: truncating %d bytes of invalid data after position %d",
+                self.log_path,
+                truncated,
+                valid,
+            )
+            handle.truncate(valid)
+        self._size = valid
+        self._max_timestamp = (max_ts, offset_of_max)
+        time_index.maybe_append(max_ts, offset_of_max, skip_full_check=True)
+        self._bytes_since_index = valid - last_index_entry if valid else 0
+        self._rolling_timestamp = None
+        if not was_active:
+            self.on_become_inactive()
+        return truncated
+
+    def truncate_to(self, offset: int, now_ms: int) -> int:
+        """Remove every batch from the one holding `offset` on; returns bytes removed."""
+        found = self.translate_offset(offset)
+        self.make_active()
+        offset_index, time_index = self.offset_index, self.time_index
+        offset_index.truncate_to(offset)
+        time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
+        if found is None:
+            return 0
+        position = found[0]
+        removed = self._size - position
+        self.file().truncate(position)
+        self._size = position
+        if position == 0:
+            self.created_ms = now_ms
+            self._rolling_timestamp = None
+        self._bytes_since_index = 0
+        self._max_timestamp = self._read_largest_timestamp()
+        return removed
+
+    def _read_largest_timestamp(self) -> tuple[int, int]:
+        ts, offset = self.time_index.last_entry()
+        position = self.offset_index.lookup(offset)[1]
+        for _pos, header in scan_headers(self.file(), position, self._size):
+            if header.max_timestamp > ts:
+                ts, offset = header.max_timestamp, header.base_offset + header.last_offset_delta
+        return ts, offset
+
+    # -- life cycle --------------------------------------------------------------------------
+
+    def make_active(self) -> None:
+        """Open the indexes read-write again (the segment became the last one)."""
+        if self.active:
+            return
+        self.active = True
+        for index in (self._offset_index, self._time_index):
+            if index is not None:
+                index.make_writable()
+
+    def on_become_inactive(self) -> None:
+        """The segment rolled: record its largest timestamp, trim and freeze its indexes."""
+        entry = self._max_timestamp_entry()
+        self.time_index.maybe_append(entry[0], entry[1], skip_full_check=True)
+        self.offset_index.make_read_only()
+        self.time_index.make_read_only()
+        if self.config.preallocate and self._log is not None:
+            self._log.truncate(self._size)
+        self.active = False
+
+    def flush(self) -> None:
+        """fsync the log and its indexes (called off the event loop)."""
+        handle = self._log
+        if handle is not None and not handle.closed:
+            handle.fsync()
+        for index in (self._offset_index, self._time_index):
+            if index is not None:
+                index.flush()
+        self.txn_index.flush()
+
+    def close(self) -> None:
+        """Record the largest timestamp, trim the indexes and the file, let the files go."""
+        if self.active and self._max_timestamp is not None and self._max_timestamp[0] >= 0:
+            self.time_index.maybe_append(*self._max_timestamp, skip_full_check=True)
+        for index in (self._offset_index, self._time_index):
+            if index is not None:
+                index.close()
+        if self._log is not None and not self._log.closed and self.config.preallocate:
+            self._log.truncate(self._size)
+        self._log = None
+        self._offset_index = self._time_index = None
+        self.txn_index.close()
+
+    def change_suffix(self, new_suffix: str) -> None:
+        """Rename the segment's files (`.cleaned` -> `.swap` -> ``, or `` -> `.deleted`)."""
+        old = self.suffix
+        self.suffix = new_suffix
+        new_log = segment_file(self.directory, self.base_offset, LOG_SUFFIX, new_suffix)
+        os.replace(self.log_path, new_log)
+        self.log_path = new_log
+        for index, suffix in (
+            (self._offset_index, INDEX_SUFFIX),
+            (self._time_index, TIME_INDEX_SUFFIX),
+        ):
+            target = segment_file(self.directory, self.base_offset, suffix, new_suffix)
+            if index is not None:
+                index.rename(target)
+            else:
+                source = segment_file(self.directory, self.base_offset, suffix, old)
+                if source.exists():
+                    os.replace(source, target)
+        self.txn_index.rename(
+            segment_file(self.directory, self.base_offset, TXN_INDEX_SUFFIX, new_suffix)
+        )
+
+    def paths(self) -> list[Path]:
+        return [
+            self.log_path,
+            self.index_path,
+            self.time_index_path,
+            self.txn_index.path,
+        ]
+
+    def delete_files(self) -> None:
+        """Unlink the files now; open descriptors keep in-flight reads working."""
+        for path in self.paths():
+            path.unlink(missing_ok=True)
+
+    def set_last_modified(self, ms: int) -> None:
+        for path in (self.log_path, self.index_path, self.time_index_path):
+            if path.exists():
+                os.utime(path, ns=(ms * 1_000_000, ms * 1_000_000))
+
+    def indexes_exist(self) -> bool:
+        return self.index_path.exists() and self.time_index_path.exists()
