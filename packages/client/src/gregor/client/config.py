@@ -1,0 +1,422 @@
+"""Client configuration: Kafka's property names, validated, with the Java client's defaults.
+
+A config is a plain dict, as with confluent-kafka and the Java client:
+
+    ProducerConfig.from_dict({"bootstrap.servers": "127.0.0.1:9092", "acks": "all"})
+
+Every value may be given as the Java client's string form ("5", "true", "a,b") or as a
+Python value. An unknown key is an error that suggests the closest valid name; a bad value is
+an error that names the key, the value and the rule it breaks.
+
+Each setting is an attrs field whose metadata is a `Setting` (its Kafka name and how to read
+it), so the result is a frozen, typed object (`config.linger_ms`), and the tables below are the
+one place where names, defaults and rules live.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar, Self, TypeVar
+
+import attrs
+
+T = TypeVar("T")
+
+_client_ids = itertools.count(1)
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used: an unknown key or a value that breaks a rule."""
+
+
+# -- value readers -------------------------------------------------------------------------
+# A reader turns what the user gave into the typed value, or raises ValueError with the rule.
+
+Reader = Callable[[Any], Any]
+
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+def read_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    raise ValueError("must be true or false")
+
+
+def read_int(lo: int | None = None, hi: int | None = None) -> Reader:
+    def read(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int | str):
+            raise ValueError("must be an integer")
+        try:
+            number = int(value)
+        except ValueError:
+            raise ValueError("must be an integer") from None
+        if lo is not None and number < lo:
+            raise ValueError(f"must be at least {lo}")
+        if hi is not None and number > hi:
+            raise ValueError(f"must be at most {hi}")
+        return number
+
+    return read
+
+
+def read_str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError("must be a string")
+    return value
+
+
+def read_optional_str(value: Any) -> str | None:
+    """A string that may be absent (None); empty is not a valid value."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise ValueError("must be a non-empty string or None")
+    return value
+
+
+def read_list(value: Any) -> tuple[str, ...]:
+    """A comma-separated string or a sequence of strings."""
+    if isinstance(value, str):
+        items: Sequence[Any] = value.split(",")
+    elif isinstance(value, Sequence):
+        items = value
+    else:
+        raise ValueError("must be a comma-separated string or a list of strings")
+    out = []
+    for item in items:
+        if not isinstance(item, str):
+            raise ValueError("must be a comma-separated string or a list of strings")
+        if item.strip():
+            out.append(item.strip())
+    return tuple(out)
+
+
+def read_choice(*choices: str) -> Reader:
+    def read(value: Any) -> str:
+        if isinstance(value, str) and value.strip().lower() in choices:
+            return value.strip().lower()
+        raise ValueError(f"must be one of {', '.join(choices)}")
+
+    return read
+
+
+def read_acks(value: Any) -> int:
+    text = str(value).strip().lower()
+    if text in ("all", "-1"):
+        return -1
+    if text in ("0", "1"):
+        return int(text)
+    raise ValueError("must be all, -1, 0 or 1")
+
+
+def read_pluggable(*names: str) -> Reader:
+    """A built-in chosen by name, or any Python object that implements the interface."""
+
+    def read(value: Any) -> Any:
+        if isinstance(value, str):
+            if value.strip().lower() in names:
+                return value.strip().lower()
+            raise ValueError(f"must be one of {', '.join(names)}, or an object")
+        if value is None:
+            raise ValueError(f"must be one of {', '.join(names)}, or an object")
+        return value
+
+    return read
+
+
+def read_pluggable_list(*names: str) -> Reader:
+    """A list of built-ins by name (Java class names are accepted too) or objects."""
+    known = read_pluggable(*names)
+
+    def read(value: Any) -> tuple[Any, ...]:
+        items = (
+            read_list(value)
+            if isinstance(value, str)
+            else tuple(value)
+            if isinstance(value, list | tuple)
+            else (value,)
+        )
+        out = []
+        for item in items:
+            if isinstance(item, str):
+                item = _JAVA_ASSIGNORS.get(item.strip(), item)
+            out.append(known(item))
+        if not out:
+            raise ValueError("must name at least one")
+        return tuple(out)
+
+    return read
+
+
+_JAVA_ASSIGNORS = {
+    "org.apache.kafka.clients.consumer.RangeAssignor": "range",
+    "org.apache.kafka.clients.consumer.RoundRobinAssignor": "roundrobin",
+    "org.apache.kafka.clients.consumer.StickyAssignor": "sticky",
+    "org.apache.kafka.clients.consumer.CooperativeStickyAssignor": "cooperative-sticky",
+}
+
+
+def read_any(value: Any) -> Any:
+    return value
+
+
+@attrs.frozen
+class Setting:
+    """What the table knows of one property: its Kafka name and how to read a value."""
+
+    name: str
+    read: Reader
+    doc: str = ""
+
+
+def setting(name: str, default: T, read: Reader, doc: str = "") -> T:
+    """An attrs field for the property `name` (typed as its default for the checker)."""
+    field: T = attrs.field(default=default, metadata={"kafka": Setting(name, read, doc)})
+    return field
+
+
+# -- the tables ----------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class ClientConfig:
+    """What every client shares: where the cluster is and how to talk to it."""
+
+    KIND: ClassVar[str] = "client"
+
+    bootstrap_servers: tuple[str, ...] = setting(
+        "bootstrap.servers", (), read_list, "host:port pairs for the first connection"
+    )
+    client_id: str = setting("client.id", "", read_str, "sent with every request")
+    request_timeout_ms: int = setting("request.timeout.ms", 30_000, read_int(0))
+    retry_backoff_ms: int = setting("retry.backoff.ms", 100, read_int(0))
+    retry_backoff_max_ms: int = setting("retry.backoff.max.ms", 1000, read_int(0))
+    reconnect_backoff_ms: int = setting("reconnect.backoff.ms", 50, read_int(0))
+    reconnect_backoff_max_ms: int = setting("reconnect.backoff.max.ms", 1000, read_int(0))
+    socket_connection_setup_timeout_ms: int = setting(
+        "socket.connection.setup.timeout.ms", 10_000, read_int(0)
+    )
+    socket_connection_setup_timeout_max_ms: int = setting(
+        "socket.connection.setup.timeout.max.ms", 30_000, read_int(0)
+    )
+    connections_max_idle_ms: int = setting("connections.max.idle.ms", 540_000, read_int(-1))
+    metadata_max_age_ms: int = setting("metadata.max.age.ms", 300_000, read_int(0))
+    send_buffer_bytes: int = setting("send.buffer.bytes", 131_072, read_int(-1))
+    receive_buffer_bytes: int = setting("receive.buffer.bytes", 65_536, read_int(-1))
+    security_protocol: str = setting(
+        "security.protocol", "plaintext", read_choice("plaintext", "ssl")
+    )
+    ssl_context: Any = setting("ssl.context", None, read_any, "an ssl.SSLContext for SSL")  # noqa: RUF009
+    client_dns_lookup: str = setting(
+        "client.dns.lookup",
+        "use_all_dns_ips",
+        read_choice("use_all_dns_ips", "resolve_canonical_bootstrap_servers_only"),
+    )
+
+    @classmethod
+    def settings(cls) -> dict[str, attrs.Attribute[Any]]:
+        """The fields of this config by Kafka name."""
+        return {a.metadata["kafka"].name: a for a in attrs.fields(cls) if "kafka" in a.metadata}
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> Self:
+        """Read and validate a config dict; raise ConfigError naming what is wrong."""
+        if not isinstance(values, Mapping):
+            raise ConfigError(f"a {cls.KIND} config must be a dict, not {type(values).__name__}")
+        known = cls.settings()
+        kwargs: dict[str, Any] = {}
+        for key, value in values.items():
+            attribute = known.get(key)
+            if attribute is None:
+                raise ConfigError(_unknown_key(cls.KIND, key, known))
+            item: Setting = attribute.metadata["kafka"]
+            try:
+                kwargs[attribute.name] = item.read(value)
+            except ValueError as exc:
+                raise ConfigError(f"{key}={value!r}: {exc}") from None
+        config = cls(**kwargs)
+        return config._checked(set(values))
+
+    def _checked(self, given: set[str]) -> Self:
+        """Rules across settings, and defaults that depend on others (Java's post-processing)."""
+        if not self.bootstrap_servers:
+            raise ConfigError("bootstrap.servers must name at least one host:port")
+        for server in self.bootstrap_servers:
+            parse_host_port(server)
+        if self.security_protocol == "ssl" and self.ssl_context is None:
+            raise ConfigError("security.protocol=ssl needs ssl.context (an ssl.SSLContext)")
+        return self
+
+    def get(self, name: str) -> Any:
+        """The value of a property by its Kafka name."""
+        attribute = self.settings().get(name)
+        if attribute is None:
+            raise ConfigError(_unknown_key(self.KIND, name, self.settings()))
+        return getattr(self, attribute.name)
+
+
+def _unknown_key(kind: str, key: str, known: Mapping[str, Any]) -> str:
+    close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"unknown {kind} config {key!r}{hint}"
+
+
+def parse_host_port(server: str) -> tuple[str, int]:
+    """'host:port' (or '[v6]:port'), as in bootstrap.servers."""
+    text = server.strip()
+    for prefix in ("PLAINTEXT://", "SSL://"):
+        if text.upper().startswith(prefix):
+            text = text[len(prefix) :]
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"bootstrap.servers entry {server!r} is not host:port")
+    return host.strip("[]"), int(port)
+
+
+SERIALIZERS = ("bytes", "str", "json")
+PARTITIONERS = ("murmur2_random", "murmur2", "consistent_random", "consistent", "random")
+
+
+@attrs.frozen(kw_only=True)
+class ProducerConfig(ClientConfig):
+    KIND: ClassVar[str] = "producer"
+
+    receive_buffer_bytes: int = setting("receive.buffer.bytes", 32_768, read_int(-1))
+    acks: int = setting("acks", -1, read_acks, "all (-1), 1 or 0")
+    linger_ms: int = setting("linger.ms", 0, read_int(0))
+    batch_size: int = setting("batch.size", 16_384, read_int(0))
+    buffer_memory: int = setting("buffer.memory", 33_554_432, read_int(0))
+    compression_type: str = setting(
+        "compression.type", "none", read_choice("none", "gzip", "snappy", "lz4", "zstd")
+    )
+    max_in_flight_requests_per_connection: int = setting(
+        "max.in.flight.requests.per.connection", 5, read_int(1)
+    )
+    retries: int = setting("retries", 2_147_483_647, read_int(0))
+    delivery_timeout_ms: int = setting("delivery.timeout.ms", 120_000, read_int(0))
+    max_block_ms: int = setting("max.block.ms", 60_000, read_int(0))
+    max_request_size: int = setting("max.request.size", 1_048_576, read_int(0))
+    metadata_max_idle_ms: int = setting("metadata.max.idle.ms", 300_000, read_int(5000))
+    partitioner: Any = setting("partitioner", "murmur2_random", read_pluggable(*PARTITIONERS))  # noqa: RUF009
+    partitioner_ignore_keys: bool = setting("partitioner.ignore.keys", False, read_bool)
+    partitioner_adaptive_partitioning_enable: bool = setting(
+        "partitioner.adaptive.partitioning.enable", True, read_bool
+    )
+    enable_idempotence: bool = setting("enable.idempotence", True, read_bool)
+    transactional_id: str | None = setting("transactional.id", None, read_optional_str)
+    transaction_timeout_ms: int = setting("transaction.timeout.ms", 60_000, read_int(1))
+    key_serializer: Any = setting("key.serializer", "bytes", read_pluggable(*SERIALIZERS))  # noqa: RUF009
+    value_serializer: Any = setting("value.serializer", "bytes", read_pluggable(*SERIALIZERS))  # noqa: RUF009
+    # Set when the user asked for idempotence explicitly: then the broker must support it.
+    idempotence_required: bool = attrs.field(default=False)
+
+    def _checked(self, given: set[str]) -> Self:
+        config = super()._checked(given)
+        changes: dict[str, Any] = {}
+        if "client.id" not in given:
+            suffix = self.transactional_id or next(_client_ids)
+            changes["client_id"] = f"producer-{suffix}"
+        if self.transactional_id is not None and not self.enable_idempotence:
+            raise ConfigError("transactional.id needs enable.idempotence=true")
+        # As the Java client: idempotence is on by default but yields silently to settings
+        # that exclude it, unless the user asked for it (or for transactions).
+        conflicts = []
+        if self.acks != -1:
+            conflicts.append("acks must be all")
+        if self.max_in_flight_requests_per_connection > 5:
+            conflicts.append("max.in.flight.requests.per.connection must be at most 5")
+        if self.retries == 0:
+            conflicts.append("retries must be greater than 0")
+        explicit = "enable.idempotence" in given or self.transactional_id is not None
+        if self.enable_idempotence and conflicts:
+            if explicit:
+                raise ConfigError(f"enable.idempotence=true: {'; '.join(conflicts)}")
+            changes["enable_idempotence"] = False
+        changes["idempotence_required"] = explicit and self.enable_idempotence
+        if self.delivery_timeout_ms < self.linger_ms + self.request_timeout_ms:
+            if "delivery.timeout.ms" in given:
+                raise ConfigError(
+                    f"delivery.timeout.ms={self.delivery_timeout_ms} must be at least "
+                    f"linger.ms + request.timeout.ms ({self.linger_ms + self.request_timeout_ms})"
+                )
+            changes["delivery_timeout_ms"] = self.linger_ms + self.request_timeout_ms
+        return attrs.evolve(config, **changes) if changes else config
+
+
+ASSIGNORS = ("range", "roundrobin", "sticky", "cooperative-sticky")
+
+
+@attrs.frozen(kw_only=True)
+class ConsumerConfig(ClientConfig):
+    KIND: ClassVar[str] = "consumer"
+
+    group_id: str | None = setting("group.id", None, read_optional_str)
+    group_instance_id: str | None = setting("group.instance.id", None, read_optional_str)
+    group_protocol: str = setting("group.protocol", "classic", read_choice("classic"))
+    auto_offset_reset: str = setting(
+        "auto.offset.reset", "latest", read_choice("earliest", "latest", "none")
+    )
+    enable_auto_commit: bool = setting("enable.auto.commit", True, read_bool)
+    auto_commit_interval_ms: int = setting("auto.commit.interval.ms", 5000, read_int(0))
+    session_timeout_ms: int = setting("session.timeout.ms", 45_000, read_int(1))
+    heartbeat_interval_ms: int = setting("heartbeat.interval.ms", 3000, read_int(1))
+    max_poll_interval_ms: int = setting("max.poll.interval.ms", 300_000, read_int(1))
+    max_poll_records: int = setting("max.poll.records", 500, read_int(1))
+    fetch_min_bytes: int = setting("fetch.min.bytes", 1, read_int(0))
+    fetch_max_wait_ms: int = setting("fetch.max.wait.ms", 500, read_int(0))
+    fetch_max_bytes: int = setting("fetch.max.bytes", 52_428_800, read_int(0))
+    max_partition_fetch_bytes: int = setting("max.partition.fetch.bytes", 1_048_576, read_int(0))
+    isolation_level: str = setting(
+        "isolation.level", "read_uncommitted", read_choice("read_uncommitted", "read_committed")
+    )
+    partition_assignment_strategy: tuple[Any, ...] = setting(
+        "partition.assignment.strategy",
+        ("range", "cooperative-sticky"),
+        read_pluggable_list(*ASSIGNORS),
+    )
+    client_rack: str = setting("client.rack", "", read_str)
+    check_crcs: bool = setting("check.crcs", True, read_bool)
+    exclude_internal_topics: bool = setting("exclude.internal.topics", True, read_bool)
+    allow_auto_create_topics: bool = setting("allow.auto.create.topics", True, read_bool)
+    default_api_timeout_ms: int = setting("default.api.timeout.ms", 60_000, read_int(0))
+    key_deserializer: Any = setting("key.deserializer", "bytes", read_pluggable(*SERIALIZERS))  # noqa: RUF009
+    value_deserializer: Any = setting("value.deserializer", "bytes", read_pluggable(*SERIALIZERS))  # noqa: RUF009
+
+    def _checked(self, given: set[str]) -> Self:
+        config = super()._checked(given)
+        changes: dict[str, Any] = {}
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ConfigError(
+                f"heartbeat.interval.ms={self.heartbeat_interval_ms} must be lower than "
+                f"session.timeout.ms={self.session_timeout_ms}"
+            )
+        if self.group_instance_id is not None and self.group_id is None:
+            raise ConfigError("group.instance.id needs a group.id")
+        if "client.id" not in given:
+            group = f"{self.group_id}-" if self.group_id else ""
+            changes["client_id"] = f"consumer-{group}{next(_client_ids)}"
+        if self.group_id is None and "enable.auto.commit" not in given:
+            changes["enable_auto_commit"] = False  # nothing to commit to without a group
+        elif self.group_id is None and self.enable_auto_commit:
+            raise ConfigError("enable.auto.commit=true needs a group.id")
+        return attrs.evolve(config, **changes) if changes else config
+
+
+@attrs.frozen(kw_only=True)
+class AdminConfig(ClientConfig):
+    KIND: ClassVar[str] = "admin"
+
+    retries: int = setting("retries", 2_147_483_647, read_int(0))
+    default_api_timeout_ms: int = setting("default.api.timeout.ms", 60_000, read_int(0))
+
+    def _checked(self, given: set[str]) -> Self:
+        config = super()._checked(given)
+        if "client.id" not in given:
+            return attrs.evolve(config, client_id=f"adminclient-{next(_client_ids)}")
+        return config
