@@ -59,6 +59,7 @@ _LZ4_BLOCK_SIZES = {4: 64 * 1024, 5: 256 * 1024, 6: 1024 * 1024, 7: 4 * 1024 * 1
 _LZ4_UNCOMPRESSED = 0x80000000
 _LZ4_WINDOW = 64 * 1024  # linked blocks may refer this far back
 _U32LE = struct.Struct("<I")
+_ZSTD_STEP = 4096
 
 
 def compress(
@@ -127,7 +128,7 @@ def _gzip_decompress(data: bytes | bytearray | memoryview, max_size: int) -> byt
             return bytes(out)
 
 
-def _snappy_block(block: bytes | memoryview, max_size: int) -> bytes:
+def _snappy_block(block: bytes | memoryview, room: int, max_size: int) -> bytes:
     # The block starts with its uncompressed length; check it before anything allocates it.
     length = shift = 0
     for i in range(5):
@@ -140,7 +141,7 @@ def _snappy_block(block: bytes | memoryview, max_size: int) -> bytes:
         shift += 7
     else:
         raise CorruptRecordError("snappy block length is not a valid varint")
-    if length > max_size:
+    if length > room:
         raise _too_large(max_size)
     result: bytes = snappy.uncompress(bytes(block))
     return result
@@ -149,7 +150,7 @@ def _snappy_block(block: bytes | memoryview, max_size: int) -> bytes:
 def _snappy_decompress(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
     view = memoryview(data)
     if bytes(view[:8]) != XERIAL_MAGIC:
-        return _snappy_block(view, max_size)
+        return _snappy_block(view, max_size, max_size)
     if len(view) < 16:
         raise CorruptRecordError("xerial snappy header is truncated")
     out = bytearray()
@@ -161,7 +162,7 @@ def _snappy_decompress(data: bytes | bytearray | memoryview, max_size: int) -> b
         pos += 4
         if size < 0 or pos + size > len(view):
             raise CorruptRecordError(f"xerial snappy block of {size} bytes exceeds the data")
-        out += _snappy_block(view[pos : pos + size], max_size - len(out))
+        out += _snappy_block(view[pos : pos + size], max_size - len(out), max_size)
         pos += size
     return bytes(out)
 
@@ -283,16 +284,20 @@ def _lz4_decompress(data: bytes | bytearray | memoryview, max_size: int) -> byte
 
 
 def _zstd_decompress(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
-    reader = zstandard.ZstdDecompressor().stream_reader(bytes(data), read_across_frames=True)
+    # Input goes in small steps so that output is checked against the bound as it grows
+    # (a step of compressed input can expand a thousandfold, never without limit).
+    view = memoryview(data)
     out = bytearray()
-    while True:
-        chunk = reader.read(min(max_size + 1 - len(out), 1 << 20))
-        if not chunk:
-            break
-        out += chunk
-        if len(out) > max_size:
-            raise _too_large(max_size)
-    if not out and data:
-        # Frames that hold nothing still have to be valid frames.
-        zstandard.ZstdDecompressor().decompress(bytes(data), max_output_size=1)
+    pos = 0
+    while pos < len(view):  # one frame per round: several frames may follow each other
+        frame = zstandard.ZstdDecompressor().decompressobj()
+        while not frame.eof:
+            if pos >= len(view):
+                raise CorruptRecordError("zstd frame is truncated")
+            step = view[pos : pos + _ZSTD_STEP]
+            pos += len(step)
+            out += frame.decompress(step)
+            if len(out) > max_size:
+                raise _too_large(max_size)
+        pos -= len(frame.unused_data)
     return bytes(out)

@@ -49,8 +49,9 @@ from gregor.protocol.errors import (
 from gregor.protocol.primitives import (
     INT32,
     INT64,
+    read_uvarint,
+    read_uvarlong,
     read_varint,
-    read_varlong,
     write_varint,
     write_varlong,
 )
@@ -331,37 +332,47 @@ def _decode_records_py(
     pos = 0
     try:
         for _ in range(count):
+            # Each varint: one byte, two bytes (lengths of 64..8191, deltas past 63), or the
+            # general reader; zigzag-decoded after.
             b = data[pos]
             if b < 0x80:
-                size = (b >> 1) ^ -(b & 1)
                 pos += 1
             elif data[pos + 1] < 0x80:
-                size = (b & 0x7F) | (data[pos + 1] << 7)
-                size = (size >> 1) ^ -(size & 1)
+                b = (b & 0x7F) | (data[pos + 1] << 7)
                 pos += 2
             else:
-                size, pos = read_varint(data, pos)
+                b, pos = read_uvarint(data, pos)
+            size = (b >> 1) ^ -(b & 1)
             record_end = pos + size
             if size < 6 or record_end > end:
                 raise CorruptRecordError(f"record of {size} bytes does not fit its batch")
-            b = data[pos + 1]  # after the attributes byte, which no version defines
+            pos += 1  # the attributes byte, which no version defines
+            b = data[pos]
             if b < 0x80:
-                timestamp_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                b = (b & 0x7F) | (data[pos + 1] << 7)
                 pos += 2
             else:
-                timestamp_delta, pos = read_varlong(data, pos + 1)
+                b, pos = read_uvarlong(data, pos)
+                if b >> 64:
+                    raise CorruptRecordError("record timestamp delta exceeds 64 bits")
+            timestamp_delta = (b >> 1) ^ -(b & 1)
             b = data[pos]
             if b < 0x80:
-                offset_delta = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                b = (b & 0x7F) | (data[pos + 1] << 7)
+                pos += 2
             else:
-                offset_delta, pos = read_varint(data, pos)
+                b, pos = read_uvarint(data, pos)
+            offset_delta = (b >> 1) ^ -(b & 1)
             b = data[pos]
             if b < 0x80:
-                size = (b >> 1) ^ -(b & 1)
                 pos += 1
             else:
-                size, pos = read_varint(data, pos)
+                b, pos = read_uvarint(data, pos)
+            size = (b >> 1) ^ -(b & 1)
             if size < 0:
                 key = None
             else:
@@ -369,14 +380,13 @@ def _decode_records_py(
                 pos += size
             b = data[pos]
             if b < 0x80:
-                size = (b >> 1) ^ -(b & 1)
                 pos += 1
             elif data[pos + 1] < 0x80:
-                size = (b & 0x7F) | (data[pos + 1] << 7)
-                size = (size >> 1) ^ -(size & 1)
+                b = (b & 0x7F) | (data[pos + 1] << 7)
                 pos += 2
             else:
-                size, pos = read_varint(data, pos)
+                b, pos = read_uvarint(data, pos)
+            size = (b >> 1) ^ -(b & 1)
             if size < 0:
                 value = None
             else:

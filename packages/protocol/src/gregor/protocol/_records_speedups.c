@@ -1,0 +1,469 @@
+/*
+ * The per-record hot paths of gregor.protocol.records, in C.
+ *
+ * records.py holds the reference implementation of each function here and falls back to
+ * it when this module was not built; the tests run both on the same inputs, valid and
+ * fuzzed. Every length is checked against the end of its record before it is used, so
+ * malformed input raises the error class records.py hands over, and nothing else.
+ *
+ *   make_decoder(record_type, error_type) -> decode_records
+ *   decode_records(data: bytes, count, base_offset, base_timestamp, append_time | None)
+ *       -> list of record_type instances, built without calling its __init__: the
+ *          fields are stored into the instance's slots (their offsets are read from the
+ *          class's member descriptors once, in make_decoder).
+ *   murmur2(data) -> the Java client's murmur2, a signed 32-bit int
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <stdint.h>
+
+#define RECORD_FIELDS 5
+static const char *const record_field_names[RECORD_FIELDS] = {
+    "offset", "timestamp", "key", "value", "headers"};
+
+typedef struct {
+    PyTypeObject *record_type;
+    PyObject *error_type;
+    Py_ssize_t field_offsets[RECORD_FIELDS];
+    PyObject *empty_tuple;
+} module_state;
+
+static module_state *
+get_state(PyObject *module)
+{
+    return (module_state *)PyModule_GetState(module);
+}
+
+/* Sets the module's error with a message; returns NULL for `return fail(...)`. */
+static PyObject *
+fail(module_state *st, const char *message)
+{
+    PyErr_SetString(st->error_type, message);
+    return NULL;
+}
+
+/* An unsigned LEB128 varint of at most `max_bytes` bytes from [*p, end). */
+static int
+read_uvarint(const unsigned char **p, const unsigned char *end, int max_bytes, uint64_t *out)
+{
+    const unsigned char *q = *p;
+    uint64_t value = 0;
+    int shift = 0;
+    for (int i = 0; i < max_bytes; i++) {
+        if (q >= end) {
+            return -1;
+        }
+        unsigned char byte = *q++;
+        if (shift == 63 && byte > 1) {
+            return -1; /* more than 64 bits */
+        }
+        value |= (uint64_t)(byte & 0x7F) << shift;
+        if (byte < 0x80) {
+            *p = q;
+            *out = value;
+            return 0;
+        }
+        shift += 7;
+    }
+    return -1;
+}
+
+/* A zigzag varint (32-bit, five bytes at most), as Kafka's ByteUtils.readVarint. */
+static int
+read_varint(const unsigned char **p, const unsigned char *end, int32_t *out)
+{
+    const unsigned char *q = *p;
+    if (q < end && *q < 0x80) { /* nearly every varint of a record is one byte */
+        *out = (int32_t)((*q >> 1) ^ -(*q & 1));
+        *p = q + 1;
+        return 0;
+    }
+    uint64_t raw;
+    if (read_uvarint(p, end, 5, &raw) < 0 || raw > 0xFFFFFFFFu) {
+        return -1;
+    }
+    uint32_t u = (uint32_t)raw;
+    *out = (int32_t)((u >> 1) ^ (~(u & 1) + 1));
+    return 0;
+}
+
+/* A zigzag varlong (64-bit, ten bytes at most). */
+static int
+read_varlong(const unsigned char **p, const unsigned char *end, int64_t *out)
+{
+    uint64_t raw;
+    if (read_uvarint(p, end, 10, &raw) < 0) {
+        return -1;
+    }
+    *out = (int64_t)((raw >> 1) ^ (~(raw & 1) + 1));
+    return 0;
+}
+
+/* base + delta as a Python int, exact even where int64 would overflow. */
+static PyObject *
+add_int64(int64_t base, int64_t delta)
+{
+    int64_t sum;
+    if (!__builtin_add_overflow(base, delta, &sum)) {
+        return PyLong_FromLongLong(sum);
+    }
+    PyObject *a = PyLong_FromLongLong(base);
+    PyObject *b = a ? PyLong_FromLongLong(delta) : NULL;
+    PyObject *result = b ? PyNumber_Add(a, b) : NULL;
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    return result;
+}
+
+/* A length-prefixed byte string: None for a negative length. */
+static PyObject *
+read_nullable_bytes(module_state *st, const unsigned char **p, const unsigned char *end,
+                    const char *what)
+{
+    int32_t size;
+    if (read_varint(p, end, &size) < 0) {
+        return fail(st, "record is truncated");
+    }
+    if (size < 0) {
+        Py_RETURN_NONE;
+    }
+    if (size > end - *p) {
+        PyErr_Format(st->error_type, "record %s of %d bytes does not fit the record", what,
+                     (int)size);
+        return NULL;
+    }
+    PyObject *result = PyBytes_FromStringAndSize((const char *)*p, size);
+    *p += size;
+    return result;
+}
+
+static PyObject *
+read_headers(module_state *st, const unsigned char **p, const unsigned char *end)
+{
+    int32_t count;
+    if (read_varint(p, end, &count) < 0) {
+        return fail(st, "record is truncated");
+    }
+    if (count == 0) {
+        Py_INCREF(st->empty_tuple);
+        return st->empty_tuple;
+    }
+    /* A header is two bytes at least: a forged count must not size the tuple. */
+    if (count < 0 || count > (end - *p) / 2) {
+        PyErr_Format(st->error_type, "record declares %d headers", (int)count);
+        return NULL;
+    }
+    PyObject *headers = PyTuple_New(count);
+    if (headers == NULL) {
+        return NULL;
+    }
+    for (int32_t i = 0; i < count; i++) {
+        int32_t size;
+        if (read_varint(p, end, &size) < 0) {
+            Py_DECREF(headers);
+            return fail(st, "record is truncated");
+        }
+        if (size < 0 || size > end - *p) {
+            Py_DECREF(headers);
+            return fail(st, "record header key does not fit the record");
+        }
+        PyObject *name = PyUnicode_DecodeUTF8((const char *)*p, size, NULL);
+        if (name == NULL) {
+            if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+                PyErr_Clear();
+                PyErr_SetString(st->error_type, "record header key is not UTF-8");
+            }
+            Py_DECREF(headers);
+            return NULL;
+        }
+        *p += size;
+        PyObject *value = read_nullable_bytes(st, p, end, "header value");
+        if (value == NULL) {
+            Py_DECREF(name);
+            Py_DECREF(headers);
+            return NULL;
+        }
+        PyObject *pair = PyTuple_Pack(2, name, value);
+        Py_DECREF(name);
+        Py_DECREF(value);
+        if (pair == NULL) {
+            Py_DECREF(headers);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(headers, i, pair);
+    }
+    return headers;
+}
+
+/* One record from [*p, end); *p moves past it. */
+static PyObject *
+read_record(module_state *st, const unsigned char **p, const unsigned char *end,
+            int64_t base_offset, int64_t base_timestamp, PyObject *append_time)
+{
+    int32_t size;
+    if (read_varint(p, end, &size) < 0) {
+        return fail(st, "record is truncated");
+    }
+    if (size < 6 || size > end - *p) {
+        PyErr_Format(st->error_type, "record of %d bytes does not fit its batch", (int)size);
+        return NULL;
+    }
+    const unsigned char *record_end = *p + size;
+    int64_t timestamp_delta;
+    int32_t offset_delta;
+    (*p)++; /* attributes: no version defines any */
+    if (read_varlong(p, record_end, &timestamp_delta) < 0 ||
+        read_varint(p, record_end, &offset_delta) < 0) {
+        return fail(st, "record is truncated");
+    }
+    PyObject *fields[RECORD_FIELDS] = {NULL};
+    PyObject *record = NULL;
+    fields[0] = add_int64(base_offset, offset_delta);
+    if (fields[0] == NULL) {
+        goto done;
+    }
+    if (append_time == Py_None) {
+        fields[1] = add_int64(base_timestamp, timestamp_delta);
+    }
+    else {
+        Py_INCREF(append_time);
+        fields[1] = append_time;
+    }
+    if (fields[1] == NULL ||
+        (fields[2] = read_nullable_bytes(st, p, record_end, "key")) == NULL ||
+        (fields[3] = read_nullable_bytes(st, p, record_end, "value")) == NULL ||
+        (fields[4] = read_headers(st, p, record_end)) == NULL) {
+        goto done;
+    }
+    if (*p != record_end) {
+        PyErr_Format(st->error_type, "record declares %zd bytes more than its fields hold",
+                     (Py_ssize_t)(record_end - *p));
+        goto done;
+    }
+    record = st->record_type->tp_alloc(st->record_type, 0);
+    if (record == NULL) {
+        goto done;
+    }
+    for (int i = 0; i < RECORD_FIELDS; i++) {
+        /* the slot takes the reference */
+        *(PyObject **)((char *)record + st->field_offsets[i]) = fields[i];
+        fields[i] = NULL;
+    }
+    /* A record holds ints, bytes, None and tuples of str and bytes: it can never be part
+     * of a reference cycle, so the cyclic GC need not walk it (which it would, for every
+     * record of every batch, at every young collection). */
+    if (PyObject_IS_GC(record)) {
+        PyObject_GC_UnTrack(record);
+    }
+done:
+    for (int i = 0; i < RECORD_FIELDS; i++) {
+        Py_XDECREF(fields[i]);
+    }
+    return record;
+}
+
+static PyObject *
+decode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    module_state *st = get_state(module);
+    if (st->record_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "make_decoder() was not called");
+        return NULL;
+    }
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError,
+                        "decode_records(data, count, base_offset, base_timestamp, append_time)");
+        return NULL;
+    }
+    if (!PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "records data must be bytes");
+        return NULL;
+    }
+    Py_ssize_t count = PyLong_AsSsize_t(args[1]);
+    int64_t base_offset = PyLong_AsLongLong(args[2]);
+    int64_t base_timestamp = PyLong_AsLongLong(args[3]);
+    PyObject *append_time = args[4];
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    if (append_time != Py_None && !PyLong_Check(append_time)) {
+        PyErr_SetString(PyExc_TypeError, "append_time must be an int or None");
+        return NULL;
+    }
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    const unsigned char *end = p + PyBytes_GET_SIZE(args[0]);
+    /* Seven bytes is the smallest record: a forged count must not size the list. */
+    if (count < 0 || count > (end - p) / 7) {
+        PyErr_Format(st->error_type, "batch declares %zd records in %zd bytes", count,
+                     (Py_ssize_t)(end - p));
+        return NULL;
+    }
+    PyObject *records = PyList_New(count);
+    if (records == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *record = read_record(st, &p, end, base_offset, base_timestamp, append_time);
+        if (record == NULL) {
+            Py_DECREF(records);
+            return NULL;
+        }
+        PyList_SET_ITEM(records, i, record);
+    }
+    if (p != end) {
+        Py_DECREF(records);
+        PyErr_Format(st->error_type, "batch holds %zd bytes after its %zd records",
+                     (Py_ssize_t)(end - p), count);
+        return NULL;
+    }
+    return records;
+}
+
+static PyMethodDef decode_records_def = {
+    "decode_records", (PyCFunction)(void (*)(void))decode_records, METH_FASTCALL,
+    "decode_records(data, count, base_offset, base_timestamp, append_time) -> list"};
+
+static PyObject *
+make_decoder(PyObject *module, PyObject *args)
+{
+    PyObject *record_type;
+    PyObject *error_type;
+    if (!PyArg_ParseTuple(args, "O!O:make_decoder", &PyType_Type, &record_type, &error_type)) {
+        return NULL;
+    }
+    if (!PyExceptionClass_Check(error_type)) {
+        PyErr_SetString(PyExc_TypeError, "error_type must be an exception class");
+        return NULL;
+    }
+    module_state *st = get_state(module);
+    Py_ssize_t offsets[RECORD_FIELDS];
+    for (int i = 0; i < RECORD_FIELDS; i++) {
+        PyObject *descr = PyObject_GetAttrString(record_type, record_field_names[i]);
+        if (descr == NULL) {
+            return NULL;
+        }
+        int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type) &&
+                 ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX &&
+                 !(((PyMemberDescrObject *)descr)->d_member->flags & READONLY);
+        if (ok) {
+            offsets[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
+        }
+        Py_DECREF(descr);
+        if (!ok) {
+            PyErr_Format(PyExc_TypeError, "%s is not a writable slot", record_field_names[i]);
+            return NULL;
+        }
+    }
+    Py_INCREF(record_type);
+    Py_INCREF(error_type);
+    Py_XSETREF(st->record_type, (PyTypeObject *)record_type);
+    Py_XSETREF(st->error_type, error_type);
+    memcpy(st->field_offsets, offsets, sizeof(offsets));
+    return PyCFunction_NewEx(&decode_records_def, module, NULL);
+}
+
+static PyObject *
+murmur2(PyObject *module, PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    const unsigned char *data = (const unsigned char *)view.buf;
+    Py_ssize_t length = view.len;
+    const uint32_t m = 0x5bd1e995;
+    uint32_t h = 0x9747b28cu ^ (uint32_t)length;
+    Py_ssize_t words = length / 4;
+    for (Py_ssize_t i = 0; i < words; i++) {
+        const unsigned char *w = data + 4 * i;
+        uint32_t k = (uint32_t)w[0] | ((uint32_t)w[1] << 8) | ((uint32_t)w[2] << 16) |
+                     ((uint32_t)w[3] << 24);
+        k *= m;
+        k ^= k >> 24;
+        k *= m;
+        h *= m;
+        h ^= k;
+    }
+    const unsigned char *tail = data + 4 * words;
+    switch (length & 3) {
+    case 3:
+        h ^= (uint32_t)tail[2] << 16;
+        /* fall through */
+    case 2:
+        h ^= (uint32_t)tail[1] << 8;
+        /* fall through */
+    case 1:
+        h ^= tail[0];
+        h *= m;
+    }
+    h ^= h >> 13;
+    h *= m;
+    h ^= h >> 15;
+    PyBuffer_Release(&view);
+    return PyLong_FromLong((long)(int32_t)h);
+}
+
+static PyMethodDef module_methods[] = {
+    {"make_decoder", make_decoder, METH_VARARGS,
+     "make_decoder(record_type, error_type) -> decode_records"},
+    {"murmur2", murmur2, METH_O, "murmur2(data) -> the Java client's murmur2 (signed int32)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static int
+module_exec(PyObject *module)
+{
+    module_state *st = get_state(module);
+    st->empty_tuple = PyTuple_New(0);
+    return st->empty_tuple == NULL ? -1 : 0;
+}
+
+static int
+module_traverse(PyObject *module, visitproc visit, void *arg)
+{
+    module_state *st = get_state(module);
+    Py_VISIT(st->record_type);
+    Py_VISIT(st->error_type);
+    return 0;
+}
+
+static int
+module_clear(PyObject *module)
+{
+    module_state *st = get_state(module);
+    Py_CLEAR(st->record_type);
+    Py_CLEAR(st->error_type);
+    Py_CLEAR(st->empty_tuple);
+    return 0;
+}
+
+static void
+module_free(void *module)
+{
+    module_clear((PyObject *)module);
+}
+
+static PyModuleDef_Slot module_slots[] = {
+    {Py_mod_exec, module_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "gregor.protocol._records_speedups",
+    .m_doc = "C versions of the per-record hot paths of gregor.protocol.records.",
+    .m_size = sizeof(module_state),
+    .m_methods = module_methods,
+    .m_slots = module_slots,
+    .m_traverse = module_traverse,
+    .m_clear = module_clear,
+    .m_free = module_free,
+};
+
+PyMODINIT_FUNC
+PyInit__records_speedups(void)
+{
+    return PyModuleDef_Init(&module_def);
+}
