@@ -129,6 +129,8 @@ class Log:
         self._pending_snapshots: list[Path] = []
         self.offline = False
         self.closed = False
+        # Bumped by truncations: a cleaner that started before one must not swap its output in.
+        self.structure_version = 0
         # Set by the log manager: flushing runs off the event loop, I/O errors take the
         # directory offline. Without a manager, flushes run inline and errors just raise.
         self.on_flush_needed: Callable[[Log], None] | None = None
@@ -903,6 +905,7 @@ class Log:
 
     def _after_truncation(self) -> None:
         leo = self._leo
+        self.structure_version += 1
         self._positions.clear()
         self.epoch_cache.truncate_from_end(leo)
         if self._log_start_offset > leo:
@@ -938,22 +941,31 @@ class Log:
 
     # -- cleaner support -------------------------------------------------------------------------
 
-    def replace_segments(self, new: LogSegment, old: list[LogSegment]) -> None:
+    def replace_segments(
+        self, new: LogSegment, old: list[LogSegment], *, expected_version: int | None = None
+    ) -> bool:
         """Swap the cleaner's output in for the segments it was made from, atomically.
 
         The cleaned segment was written as `.cleaned`; it becomes `.swap`, the old segments
         leave the log (renamed `.deleted`), then the swap file takes its final name. A crash
-        at any step is completed or undone by the next load.
+        at any step is completed or undone by the next load. Returns False, changing
+        nothing, when the log was truncated or lost one of `old` meanwhile.
         """
         with self._lock, self._io("segment swap"):
-            new.change_suffix(SWAP_SUFFIX)
             current = {id(s) for s in self.segments.all()}
-            still_there = [s for s in old if id(s) in current]
-            paths = self._retire(still_there)
+            if (
+                self.closed
+                or any(id(s) not in current for s in old)
+                or (expected_version is not None and expected_version != self.structure_version)
+            ):
+                return False
+            new.change_suffix(SWAP_SUFFIX)
+            paths = self._retire(old)
             new.change_suffix("")
-            self.segments.replace([new], still_there)
+            self.segments.replace([new], old)
             self._positions.clear()
             self.deletions.schedule(paths, self.clock() + self.config.file_delete_delay_ms)
+            return True
 
     def write_topic_id(self, topic_id: uuid.UUID) -> None:
         with self._lock, self._io("partition metadata"):

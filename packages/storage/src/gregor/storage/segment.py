@@ -192,9 +192,13 @@ class LogSegment:
         size = self._size
         if size > config.segment_bytes - append_size:
             return True
+        segment_ms = config.segment_ms
+        if config.compact:
+            # A compacted log rolls in time for max.compaction.lag.ms: the active segment
+            # is never cleaned.
+            segment_ms = min(segment_ms, config.max_compaction_lag_ms)
         if size > 0 and (
-            self.time_waited_for_roll(now_ms, max_timestamp)
-            > config.segment_ms - self.roll_jitter_ms
+            self.time_waited_for_roll(now_ms, max_timestamp) > segment_ms - self.roll_jitter_ms
         ):
             return True
         return (
