@@ -1,0 +1,46 @@
+"""The small value types of the client's public API."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class TopicPartition(NamedTuple):
+    """A partition of a topic. A tuple: cheap to hash, and sorts by topic then partition."""
+
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+class OffsetAndMetadata(NamedTuple):
+    """A committed position: the next offset to read, with the committer's note."""
+
+    offset: int
+    metadata: str = ""
+    leader_epoch: int | None = None
+
+
+class RecordMetadata(NamedTuple):
+    """Where a produced record was written."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int  # CreateTime as sent, or the broker's LogAppendTime
+    serialized_key_size: int = -1
+    serialized_value_size: int = -1
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+class OffsetAndTimestamp(NamedTuple):
+    """The answer of offsets_for_times: the first offset at or after a timestamp."""
+
+    offset: int
+    timestamp: int
+    leader_epoch: int | None = None
