@@ -114,12 +114,12 @@ def test_offset_deltas_kept_for_the_log_cleaner(decoder: object) -> None:
 
 
 def test_empty_batch_keeps_last_offset_and_timestamp() -> None:
-    data = BatchBuilder(base_offset=7, base_timestamp=1234, producer_id=5).build(
-        last_offset_delta=4
-    )
+    builder = BatchBuilder(Compression.ZSTD, base_offset=7, base_timestamp=1234, producer_id=5)
+    data = builder.build(last_offset_delta=4)
     header = read_batch_header(data)
-    assert (header.records_count, header.next_offset) == (0, 12)
-    assert (header.base_timestamp, header.max_timestamp) == (1234, 1234)
+    assert (header.records_count, header.next_offset, header.size) == (0, 12, 61)
+    assert (header.base_timestamp, header.max_timestamp) == (-1, 1234)
+    assert header.compression is Compression.NONE
     assert list(RecordBatch.from_bytes(data)) == []
     verify_crc(data, 0, header)
 

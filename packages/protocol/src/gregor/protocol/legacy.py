@@ -149,7 +149,10 @@ class LegacyBatch(RecordBatch):
             records = [Record(outer.offset, outer.timestamp, outer.key, outer.value)]
         else:
             inner = _inner_messages(outer)
+            # v1 inner offsets are relative, unless the wrapper has no offset yet (a
+            # producer's: the result is negative), which Kafka's readers leave as it is.
             shift = outer.offset - inner[-1].offset if outer.magic == 1 else 0
+            shift = max(shift, 0)
             records = [
                 Record(
                     m.offset + shift,
@@ -167,7 +170,7 @@ class LegacyBatch(RecordBatch):
             magic=outer.magic,
             crc=outer.crc,
             attributes=outer.attributes & (_CODEC_MASK | _LOG_APPEND_TIME_BIT),
-            last_offset_delta=outer.offset - records[0].offset,
+            last_offset_delta=max(outer.offset, records[-1].offset) - records[0].offset,
             base_timestamp=timestamps[0],
             max_timestamp=outer.timestamp if outer.magic == 1 else max(timestamps),
             producer_id=-1,

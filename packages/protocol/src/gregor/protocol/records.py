@@ -705,7 +705,11 @@ class BatchBuilder:
 
     def build(self, last_offset_delta: int | None = None) -> bytes:
         """The batch. `last_offset_delta` may exceed the last record's (the cleaner keeps a
-        batch's last offset when its tail records were removed, or an empty batch)."""
+        batch's last offset when its tail records were removed, or an empty batch).
+
+        An empty batch is written as Kafka writes one: uncompressed, with `base_timestamp`
+        as its max timestamp and -1 as its base (unless it carries a delete horizon).
+        """
         if last_offset_delta is None:
             if not self._count:
                 raise EncodeError("an empty batch needs an explicit last_offset_delta")
@@ -716,12 +720,21 @@ class BatchBuilder:
                 f"{self._last_delta}"
             )
         base_timestamp = NO_TIMESTAMP if self._base_timestamp is None else self._base_timestamp
-        max_timestamp = self._max_timestamp if self._count else base_timestamp
-        records = (
-            bytes(self._buf)
-            if self._compression == Compression.NONE
-            else compress(self._compression, self._buf)
-        )
+        attributes = self._attributes
+        if self._count:
+            max_timestamp = self._max_timestamp
+            records = (
+                bytes(self._buf)
+                if self._compression == Compression.NONE
+                else compress(self._compression, self._buf)
+            )
+        else:
+            # As Kafka's cleaner writes an empty batch: uncompressed, the timestamp as max.
+            max_timestamp = base_timestamp
+            if not attributes & _DELETE_HORIZON_BIT:
+                base_timestamp = NO_TIMESTAMP
+            attributes &= ~_CODEC_MASK
+            records = b""
         try:
             header = _HEADER.pack(
                 self.base_offset,
@@ -729,7 +742,7 @@ class BatchBuilder:
                 self.partition_leader_epoch,
                 MAGIC,
                 0,
-                self._attributes,
+                attributes,
                 last_offset_delta,
                 base_timestamp,
                 max_timestamp,
