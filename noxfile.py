@@ -86,3 +86,13 @@ def cluster(session: nox.Session) -> None:
     """The main job: for now, the Kafka APIs and versions gregor-protocol speaks."""
     install(session, "protocol")
     session.run("python", "-m", "gregor.protocol", *session.posargs)
+
+
+@nox.session
+def fuzz_records(session: nox.Session) -> None:
+    """Long fuzzing of record batches, message sets and codecs: the C and pure-Python paths."""
+    install(session, "protocol", extra=TEST_DEPS)
+    fuzz = "packages/protocol/tests/test_fuzz_records.py"
+    scale = {"GREGOR_FUZZ_SCALE": "50"}
+    session.run("pytest", fuzz, *session.posargs, env=scale)
+    session.run("pytest", fuzz, *session.posargs, env={**scale, "GREGOR_NO_EXTENSIONS": "1"})
