@@ -207,6 +207,7 @@ def test_scan_batches_stops_before_a_partial_batch() -> None:
         ({16: 3}, "magic 3"),
         ({8: 0, 9: 0, 10: 0, 11: 48}, "below the header"),
         ({57: 0xFF}, "negative records count"),
+        ({22: 0x05}, "unknown compression 5"),
     ],
 )
 def test_malformed_headers(patch: dict[int, int], message: str) -> None:

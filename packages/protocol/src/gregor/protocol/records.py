@@ -187,7 +187,8 @@ class BatchHeader:
 
 
 def read_batch_header(buf: Buffer, pos: int = 0) -> BatchHeader:
-    """The header of the batch at `pos`; checks the magic and that its sizes can be right."""
+    """The header of the batch at `pos`; checks the magic, that its sizes can be right and
+    that its codec exists."""
     if pos < 0 or len(buf) - pos < BATCH_HEADER_SIZE:
         raise CorruptRecordError(
             f"batch header at {pos} is truncated: {max(len(buf) - pos, 0)} of 61 bytes"
@@ -199,6 +200,8 @@ def read_batch_header(buf: Buffer, pos: int = 0) -> BatchHeader:
         raise CorruptRecordError(f"batch at {pos} has length {fields[1]}, below the header's 49")
     if fields[12] < 0:
         raise CorruptRecordError(f"batch at {pos} has a negative records count {fields[12]}")
+    if fields[5] & _CODEC_MASK > Compression.ZSTD:
+        raise CorruptRecordError(f"batch at {pos} has unknown compression {fields[5] & 7}")
     return BatchHeader(*fields)
 
 
