@@ -355,14 +355,13 @@ class TimeIndex(_MappedIndex):
         """Add an entry when `timestamp` is larger than the last one."""
         if not skip_full_check and self.is_full():
             raise CorruptIndexError(f"{self.path} is full")
-        if self.entries:
-            last_ts, last_offset = self.last_entry()
-            if timestamp <= last_ts:
-                return
-            if offset < last_offset:
-                raise CorruptIndexError(
-                    f"offset {offset} is before the last time index entry {last_offset}"
-                )
+        last_ts, last_offset = self.last_entry()  # (-1, base) when empty: -1 is never added
+        if timestamp <= last_ts:
+            return
+        if self.entries and offset < last_offset:
+            raise CorruptIndexError(
+                f"offset {offset} is before the last time index entry {last_offset}"
+            )
         if self.entries >= self.max_entries:
             return  # no room at all: a trimmed index that was never grown again
         _TIME_ENTRY.pack_into(self._buffer(), self.entries * 12, timestamp, self.relative(offset))
