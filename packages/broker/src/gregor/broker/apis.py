@@ -40,6 +40,11 @@ if TYPE_CHECKING:
 ANONYMOUS = "User:ANONYMOUS"
 
 
+class CloseConnection(Exception):
+    """Raised by a handler (or the network layer) to close the connection instead of
+    answering, as Kafka does for a Produce with acks=0 that failed. The message is logged."""
+
+
 @attrs.define(slots=True, eq=False)
 class RequestContext:
     """Everything a handler knows about the request besides its body."""

@@ -6,14 +6,48 @@ Handlers reach the services through `ctx.broker`:
 - `broker_id`, `cluster_id`, `broker_epoch` (the czxid of our /brokers/ids registration)
 - `metadata_cache`    what the controller's UpdateMetadata requests said
 - `replica_manager`   the partitions this broker hosts (logs, leader/follower state)
+- `log_manager`       gregor-storage's LogManager: the log directories and their logs
 - `zk`                the KafkaZkClient (gregor.broker.zk)
-- `controller`        the controller service of this broker (gregor.broker.controller)
+- `metrics`           the in-process metrics
+- `socket_server`     the listeners (`socket_server.advertised()`: the endpoints in use)
+
+Startup, as Kafka's: ZooKeeper session and cluster id; the log directories (recovery runs
+in threads); the listeners are bound; the replica manager starts; the broker registers in
+/brokers/ids (its ephemeral znode is what makes it live for the controller); requests are
+served. Stop (SIGTERM): controlled shutdown first, so the controller moves leadership away,
+then everything is cancelled; the log manager closes every log cleanly on its way out. A
+SIGKILL at any moment loses nothing acknowledged: the next start recovers the logs.
 """
 
 from __future__ import annotations
 
+import base64
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
+
+import trio
+
+from gregor.broker.apis import load_handlers
 from gregor.broker.config import BrokerConfig
+from gregor.broker.controller.assignment import AssignmentError, BrokerRack, assign_replicas
 from gregor.broker.metadata_cache import MetadataCache
+from gregor.broker.metrics import Metrics
+from gregor.broker.network import SocketServer
+from gregor.broker.replica_manager import ReplicaManager
+from gregor.broker.topic_names import is_internal
+from gregor.broker.zk import BrokerEndpoint, BrokerRegistration, KafkaZkClient, TopicExistsError
+from gregor.protocol.errors import ErrorCode, KafkaError, KafkaStorageError
+from gregor.storage.config import LogConfig
+from gregor.storage.manager import LogManager
+
+log = logging.getLogger(__name__)
+
+
+def new_cluster_id() -> str:
+    """A cluster id as Kafka makes them: a random UUID in URL-safe base64, unpadded."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
 class Broker:
@@ -22,4 +56,173 @@ class Broker:
         self.broker_id = config.broker_id
         self.cluster_id = ""
         self.broker_epoch = -1
+        self.metrics = Metrics()
         self.metadata_cache = MetadataCache(config.broker_id)
+        self.socket_server = SocketServer(self)
+        self.zk = KafkaZkClient(
+            config.zookeeper_connect,
+            config.zookeeper_session_timeout_ms,
+            config.zookeeper_connection_timeout_ms,
+        )
+        self.replica_manager = ReplicaManager(self)
+        self._log_manager: LogManager | None = None
+        self._topic_overrides: dict[str, dict[str, str]] = {}
+        self._topic_configs: dict[str, LogConfig] = {}
+        self._stop = trio.Event()
+        self._nursery: trio.Nursery | None = None
+        self.started = trio.Event()
+        # Set by the controller package: ask the controller to move our leaderships away
+        # (returns whether it succeeded). Without it, stopping skips that step.
+        self.controlled_shutdown: Callable[[], Awaitable[bool]] | None = None
+
+    def __repr__(self) -> str:
+        return f"<Broker {self.broker_id}>"
+
+    @property
+    def log_manager(self) -> LogManager:
+        if self._log_manager is None:
+            raise KafkaStorageError("the log manager is not started yet")
+        return self._log_manager
+
+    # -- topic configs -----------------------------------------------------------------------
+
+    def topic_log_config(self, topic: str) -> LogConfig:
+        """The topic's log settings: the broker's `log.*` defaults and its overrides."""
+        found = self._topic_configs.get(topic)
+        return found if found is not None else self.config.log_config
+
+    def update_topic_config(self, topic: str, overrides: Mapping[str, str]) -> LogConfig:
+        """A topic's overrides changed (/config/topics/T): apply them to its logs."""
+        config = LogConfig.from_properties(overrides, defaults=self.config.log_config)
+        if overrides:
+            self._topic_overrides[topic] = dict(overrides)
+            self._topic_configs[topic] = config
+        else:
+            self._topic_overrides.pop(topic, None)
+            self._topic_configs.pop(topic, None)
+        if self._log_manager is not None:
+            self._log_manager.update_config(topic, config)
+        return config
+
+    # -- auto-creation -----------------------------------------------------------------------
+
+    async def auto_create_topics(self, names: list[str]) -> dict[str, int]:
+        """Create topics a Metadata request named (`num.partitions`,
+        `default.replication.factor`), as a ZooKeeper-mode broker does: write the assignment
+        znode; the controller creates the partitions. The error code to report for each:
+        LEADER_NOT_AVAILABLE while it has no leader yet."""
+        out: dict[str, int] = {}
+        brokers = await self.zk.get_all_brokers()
+        racks = [BrokerRack(i, reg.rack) for i, (reg, _epoch) in sorted(brokers.items())]
+        for name in names:
+            if is_internal(name):
+                # Internal topics are created by their coordinators, with their own settings.
+                out[name] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            try:
+                assignment = assign_replicas(
+                    racks, self.config.num_partitions, self.config.default_replication_factor
+                )
+                await self.zk.create_topic_assignment(name, uuid.uuid4(), assignment)
+                log.info("auto-created topic %s with assignment %s", name, assignment)
+            except TopicExistsError:
+                pass
+            except KafkaError as exc:
+                log.info("cannot auto-create topic %s: %s", name, exc)
+                out[name] = exc.code
+                continue
+            except AssignmentError as exc:
+                log.info("cannot auto-create topic %s: %s", name, exc)
+                out[name] = ErrorCode.INVALID_REPLICATION_FACTOR
+                continue
+            out[name] = ErrorCode.LEADER_NOT_AVAILABLE
+        return out
+
+    # -- running -----------------------------------------------------------------------------
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def request_stop(self) -> None:
+        """Begin a graceful stop (what SIGTERM does)."""
+        self._stop.set()
+
+    def registration(self) -> BrokerRegistration:
+        endpoints = tuple(
+            BrokerEndpoint(e.listener, e.host, e.port, e.security_protocol)
+            for e in self.socket_server.advertised()
+        )
+        return BrokerRegistration(self.broker_id, endpoints, self.config.broker_rack)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        load_handlers()
+        config = self.config
+        await self.zk.start()
+        try:
+            self.cluster_id = await self.zk.create_or_get_cluster_id(new_cluster_id())
+            log.info("broker %d: cluster id %s", self.broker_id, self.cluster_id)
+            self._log_manager = await trio.to_thread.run_sync(
+                partial(
+                    LogManager.open,
+                    config.log_manager_config,
+                    config.log_config,
+                    cluster_id=self.cluster_id,
+                    topic_config=self.topic_log_config,
+                )
+            )
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                await nursery.start(self.log_manager.run)
+                await self.socket_server.bind()
+                await nursery.start(self.replica_manager.run)
+                await nursery.start(self.socket_server.serve)
+                self.broker_epoch = await self.zk.register_broker(self.registration())
+                self.zk.add_session_listener(self)
+                if config.metrics_log_interval_ms > 0:
+                    nursery.start_soon(
+                        self.metrics.log_periodically, config.metrics_log_interval_ms / 1000
+                    )
+                log.info(
+                    "broker %d started on %s",
+                    self.broker_id,
+                    ", ".join(str(e) for e in self.socket_server.advertised()),
+                )
+                self.started.set()
+                task_status.started()
+                await self._stop.wait()
+                await self._shutdown_gracefully()
+                nursery.cancel_scope.cancel()
+        finally:
+            self.zk.remove_session_listener(self)
+            await self.zk.close()
+            log.info("broker %d stopped", self.broker_id)
+
+    async def _shutdown_gracefully(self) -> None:
+        log.info("broker %d shutting down", self.broker_id)
+        if self.config.controlled_shutdown_enable and self.controlled_shutdown is not None:
+            try:
+                done = await self.controlled_shutdown()
+            except Exception:
+                log.exception("controlled shutdown failed")
+                done = False
+            if not done:
+                log.warning("controlled shutdown did not complete; stopping anyway")
+        self.replica_manager.shutdown()
+
+    # -- ZooKeeper session events (SessionListener) -------------------------------------------
+
+    def session_expired(self) -> None:
+        log.warning("broker %d: ZooKeeper session expired; waiting for a new one", self.broker_id)
+
+    def session_established(self) -> None:
+        if self._nursery is not None:
+            self._nursery.start_soon(self._register_again)
+
+    async def _register_again(self) -> None:
+        """A new session: our ephemeral registration went with the old one."""
+        try:
+            self.broker_epoch = await self.zk.register_broker(self.registration())
+        except Exception:
+            log.exception("broker %d: re-registration failed; stopping", self.broker_id)
+            self.request_stop()

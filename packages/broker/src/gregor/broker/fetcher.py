@@ -1,0 +1,462 @@
+"""Follower fetchers: replicate the leaders' logs by fetching, as consumers do.
+
+Partitions are spread over `num.replica.fetchers` fetchers per leader; each fetcher is a task
+with one connection to its leader. A partition starts out *truncating*: the fetcher asks the
+leader (OffsetForLeaderEpoch) where the follower's latest leader epoch ends and truncates its
+log there, so records a previous leader wrote but the new one never had are gone before
+anything is appended (KIP-101/279). Then it *fetches* from its log end offset: Fetch requests
+with our broker id as `replica_id`, records appended as they are, the high watermark and log
+start offset taken from the leader.
+
+Errors per partition: an out-of-range offset resets from the leader's log start or end
+(ListOffsets); a fenced epoch drops the partition until the next LeaderAndIsr; other
+retriable errors back off `replica.fetch.backoff.ms`. A broken connection is reopened after
+the same backoff.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import zlib
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+
+from gregor.client.connection import BrokerConnection, ConnectionConfig
+from gregor.protocol.apis.fetch import FetchPartition as FetchPartitionRequest
+from gregor.protocol.apis.fetch import FetchRequest, FetchResponse, FetchTopic, PartitionData
+from gregor.protocol.apis.list_offsets import (
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    ListOffsetsTopic,
+)
+from gregor.protocol.apis.offset_for_leader_epoch import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    OffsetForLeaderPartition,
+    OffsetForLeaderTopic,
+)
+from gregor.protocol.errors import ErrorCode, KafkaError, NetworkError, ProtocolError
+
+if TYPE_CHECKING:
+    from gregor.broker.partition import Partition
+    from gregor.broker.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, int]
+# The highest versions the fetcher speaks: Fetch by topic name (v13 moved to topic ids).
+FETCH_MAX_VERSION = 12
+LATEST = -1
+EARLIEST = -2
+
+
+class State(enum.Enum):
+    TRUNCATING = "truncating"
+    FETCHING = "fetching"
+
+
+@attrs.define
+class PartitionFetchState:
+    fetch_offset: int
+    leader_epoch: int
+    state: State = State.TRUNCATING
+    delayed_until: float = 0.0  # trio.current_time() before which the partition rests
+
+
+def fetcher_id(topic: str, partition: int, fetchers: int) -> int:
+    return (zlib.crc32(topic.encode()) * 31 + partition) % fetchers
+
+
+class FetcherManager:
+    def __init__(self, manager: ReplicaManager) -> None:
+        self.manager = manager
+        self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
+        self._nursery: trio.Nursery | None = None
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            await trio.sleep_forever()
+
+    def add(self, partitions: Iterable[Partition]) -> None:
+        count = self.manager.config.num_replica_fetchers
+        for partition in partitions:
+            assert partition.log is not None
+            key = (partition.leader_id, fetcher_id(partition.topic, partition.partition, count))
+            fetcher = self.fetchers.get(key)
+            if fetcher is None or fetcher.stopped:
+                fetcher = self.fetchers[key] = ReplicaFetcher(self.manager, *key)
+                if self._nursery is not None:
+                    self._nursery.start_soon(fetcher.run)
+            fetcher.add(
+                partition.key,
+                PartitionFetchState(partition.log.log_end_offset, partition.leader_epoch),
+            )
+
+    def remove(self, keys: Iterable[Key]) -> None:
+        wanted = set(keys)
+        for fetcher_key, fetcher in list(self.fetchers.items()):
+            fetcher.remove(wanted)
+            if not fetcher.states:
+                fetcher.stop()
+                del self.fetchers[fetcher_key]
+
+    def remove_all(self) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.stop()
+        self.fetchers.clear()
+
+    def fetch_state(self, key: Key) -> PartitionFetchState | None:
+        for fetcher in self.fetchers.values():
+            found = fetcher.states.get(key)
+            if found is not None:
+                return found
+        return None
+
+
+class ReplicaFetcher:
+    """Fetches the partitions one leader leads for us, over one connection."""
+
+    def __init__(self, manager: ReplicaManager, leader_id: int, index: int) -> None:
+        self.manager = manager
+        self.leader_id = leader_id
+        self.index = index
+        self.states: dict[Key, PartitionFetchState] = {}
+        self.stopped = False
+        self._cancel = trio.CancelScope()
+        self._changed = trio.Event()
+        config = manager.config
+        self.backoff = config.replica_fetch_backoff_ms / 1000
+        self.connection_config = ConnectionConfig(
+            client_id=f"broker-{manager.broker_id}-fetcher-{index}",
+            request_timeout=(config.replica_socket_timeout_ms + config.replica_fetch_wait_max_ms)
+            / 1000,
+            connect_timeout=config.replica_socket_timeout_ms / 1000,
+            max_in_flight=1,
+        )
+
+    def __repr__(self) -> str:
+        return f"<ReplicaFetcher {self.index} of leader {self.leader_id}>"
+
+    def add(self, key: Key, state: PartitionFetchState) -> None:
+        self.states[key] = state
+        self._changed.set()
+
+    def remove(self, keys: set[Key]) -> None:
+        for key in keys & self.states.keys():
+            del self.states[key]
+
+    def stop(self) -> None:
+        self.stopped = True
+        self._cancel.cancel()
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        with self._cancel:
+            while not self.stopped:
+                endpoint = self._leader_endpoint()
+                if endpoint is None:
+                    log.info("%r: leader %d has no known endpoint yet", self, self.leader_id)
+                    await trio.sleep(self.backoff)
+                    continue
+                try:
+                    async with trio.open_nursery() as nursery:
+                        connection = await BrokerConnection.open(
+                            nursery, *endpoint, self.connection_config
+                        )
+                        try:
+                            await self._replicate(connection)
+                        finally:
+                            await connection.aclose()
+                except (NetworkError, ProtocolError, OSError) as exc:
+                    log.info("%r: %s; retrying in %.1fs", self, exc, self.backoff)
+                    await trio.sleep(self.backoff)
+
+    def _leader_endpoint(self) -> tuple[str, int] | None:
+        node = self.manager.metadata_cache.node(
+            self.leader_id, self.manager.config.inter_broker_listener_name
+        )
+        if node is not None:
+            return node.host, node.port
+        return self.manager.leader_endpoints.get(self.leader_id)
+
+    async def _replicate(self, connection: BrokerConnection) -> None:
+        while not self.stopped:
+            now = trio.current_time()
+            ready = {k: s for k, s in self.states.items() if s.delayed_until <= now}
+            if not ready:
+                await self._rest(now)
+                continue
+            truncating = {k: s for k, s in ready.items() if s.state is State.TRUNCATING}
+            if truncating:
+                await self._truncate(connection, truncating)
+                continue
+            await self._fetch(connection, ready)
+
+    async def _rest(self, now: float) -> None:
+        wake = min((s.delayed_until for s in self.states.values()), default=now + 3600)
+        self._changed = trio.Event()
+        with trio.move_on_at(wake):
+            await self._changed.wait()
+
+    def _delay(self, key: Key, state: PartitionFetchState) -> None:
+        if self.states.get(key) is state:
+            state.delayed_until = trio.current_time() + self.backoff
+
+    def _current(self, key: Key, state: PartitionFetchState) -> Partition | None:
+        """The partition, if the fetcher still follows it in the same epoch."""
+        if self.states.get(key) is not state:
+            return None
+        partition = self.manager.partitions.get(key)
+        if partition is None or partition.log is None or partition.is_leader:
+            return None
+        if partition.leader_epoch != state.leader_epoch:
+            return None
+        return partition
+
+    # -- truncation ----------------------------------------------------------------------------
+
+    async def _truncate(
+        self, connection: BrokerConnection, states: dict[Key, PartitionFetchState]
+    ) -> None:
+        asks: dict[Key, int] = {}
+        for key, state in states.items():
+            partition = self._current(key, state)
+            if partition is None:
+                continue
+            assert partition.log is not None
+            latest = partition.log.epoch_cache.latest_epoch()
+            if latest is None:
+                # No epochs known: nothing can be compared; the high watermark is safe.
+                self._truncate_to(partition, partition.log.high_watermark)
+                self._start_fetching(partition, state)
+            else:
+                asks[key] = latest
+        if not asks:
+            return
+        by_topic: dict[str, list[OffsetForLeaderPartition]] = {}
+        for (topic, index), epoch in asks.items():
+            by_topic.setdefault(topic, []).append(
+                OffsetForLeaderPartition(index, states[(topic, index)].leader_epoch, epoch)
+            )
+        request = OffsetForLeaderEpochRequest(
+            replica_id=self.manager.broker_id,
+            topics=[OffsetForLeaderTopic(t, parts) for t, parts in by_topic.items()],
+        )
+        response = await connection.request(
+            request,
+            connection.version_for(OffsetForLeaderEpochRequest, min_version=3),
+            response_type=OffsetForLeaderEpochResponse,
+        )
+        for topic in response.topics:
+            for answer in topic.partitions:
+                key = (topic.topic, answer.partition)
+                state = states.get(key)
+                if state is None:
+                    continue
+                partition = self._current(key, state)
+                if partition is None:
+                    continue
+                if answer.error_code == ErrorCode.NONE:
+                    self._apply_epoch_end(partition, state, answer.leader_epoch, answer.end_offset)
+                else:
+                    self._partition_error(key, state, answer.error_code, "OffsetForLeaderEpoch")
+
+    def _apply_epoch_end(
+        self, partition: Partition, state: PartitionFetchState, epoch: int, end_offset: int
+    ) -> None:
+        """Kafka's truncation rule for the leader's answer (epoch, end offset)."""
+        local = partition.log
+        assert local is not None
+        leo = local.log_end_offset
+        if end_offset < 0:
+            target, complete = state.fetch_offset, True  # the leader knows no such epoch
+        elif epoch < 0:
+            target, complete = min(end_offset, leo), True
+        else:
+            ours = local.end_offset_for_epoch(epoch)
+            if ours is None:
+                target, complete = min(end_offset, leo), True
+            elif ours[0] != epoch:
+                # We do not know the leader's epoch: cut to the end of our last epoch before
+                # it and ask again about that one.
+                target, complete = min(ours[1], leo), False
+            else:
+                target, complete = min(ours[1], end_offset, leo), True
+        self._truncate_to(partition, target)
+        if complete:
+            self._start_fetching(partition, state)
+
+    def _truncate_to(self, partition: Partition, offset: int) -> None:
+        local = partition.log
+        assert local is not None
+        if offset < local.log_end_offset:
+            log.info(
+                "%s-%d: truncating from %d to %d (leader %d, epoch %d)",
+                partition.topic,
+                partition.partition,
+                local.log_end_offset,
+                offset,
+                self.leader_id,
+                partition.leader_epoch,
+            )
+            local.truncate_to(offset)
+
+    def _start_fetching(self, partition: Partition, state: PartitionFetchState) -> None:
+        assert partition.log is not None
+        state.state = State.FETCHING
+        state.fetch_offset = partition.log.log_end_offset
+
+    # -- fetching ------------------------------------------------------------------------------
+
+    async def _fetch(
+        self, connection: BrokerConnection, states: dict[Key, PartitionFetchState]
+    ) -> None:
+        config = self.manager.config
+        by_topic: dict[str, list[FetchPartitionRequest]] = {}
+        sent: dict[Key, tuple[PartitionFetchState, int]] = {}
+        for key, state in states.items():
+            partition = self._current(key, state)
+            if partition is None:
+                continue
+            assert partition.log is not None
+            sent[key] = (state, state.fetch_offset)
+            by_topic.setdefault(key[0], []).append(
+                FetchPartitionRequest(
+                    partition=key[1],
+                    current_leader_epoch=state.leader_epoch,
+                    fetch_offset=state.fetch_offset,
+                    log_start_offset=partition.log.log_start_offset,
+                    partition_max_bytes=config.replica_fetch_max_bytes,
+                )
+            )
+        if not sent:
+            return
+        request = FetchRequest(
+            replica_id=self.manager.broker_id,
+            max_wait_ms=config.replica_fetch_wait_max_ms,
+            min_bytes=config.replica_fetch_min_bytes,
+            max_bytes=config.replica_fetch_response_max_bytes,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,  # no fetch session: every request is a full one
+            topics=[FetchTopic(topic=t, partitions=parts) for t, parts in by_topic.items()],
+        )
+        version = connection.version_for(FetchRequest, max_version=FETCH_MAX_VERSION, min_version=4)
+        response = await connection.request(request, version, response_type=FetchResponse)
+        if response.error_code != ErrorCode.NONE:
+            log.warning("%r: fetch failed with error %d", self, response.error_code)
+            for key, (state, _) in sent.items():
+                self._delay(key, state)
+            return
+        for topic in response.responses:
+            for data in topic.partitions:
+                key = (topic.topic, data.partition_index)
+                entry = sent.get(key)
+                if entry is None:
+                    continue
+                state, offset = entry
+                partition = self._current(key, state)
+                if partition is None or state.fetch_offset != offset:
+                    continue  # removed, re-added or moved meanwhile
+                try:
+                    await self._process(connection, key, partition, state, data)
+                except KafkaError as exc:
+                    log.warning("%s-%d: %s", key[0], key[1], exc)
+                    self._delay(key, state)
+
+    async def _process(
+        self,
+        connection: BrokerConnection,
+        key: Key,
+        partition: Partition,
+        state: PartitionFetchState,
+        data: PartitionData,
+    ) -> None:
+        local = partition.log
+        assert local is not None
+        if data.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            await self._reset_out_of_range(connection, key, partition, state)
+            return
+        if data.error_code != ErrorCode.NONE:
+            self._partition_error(key, state, data.error_code, "Fetch")
+            return
+        records = data.records
+        if isinstance(records, bytes | bytearray | memoryview) and len(records):
+            local.append_as_follower(records)
+            state.fetch_offset = local.log_end_offset
+        local.update_high_watermark(min(data.high_watermark, local.log_end_offset))
+        leader_start = min(data.log_start_offset, local.high_watermark)
+        if leader_start > local.log_start_offset:
+            local.delete_records(leader_start)
+
+    async def _reset_out_of_range(
+        self,
+        connection: BrokerConnection,
+        key: Key,
+        partition: Partition,
+        state: PartitionFetchState,
+    ) -> None:
+        local = partition.log
+        assert local is not None
+        leo = local.log_end_offset
+        leader_end = await self._leader_offset(connection, key, state, LATEST)
+        if leader_end is None:
+            return
+        if leader_end < leo:
+            # An unclean election left the leader behind us: follow its log from its end.
+            self._truncate_to(partition, leader_end)
+            state.fetch_offset = local.log_end_offset
+            return
+        leader_start = await self._leader_offset(connection, key, state, EARLIEST)
+        if leader_start is None:
+            return
+        if leader_start > leo:
+            log.info(
+                "%s-%d: our end %d is below the leader's log start %d: starting over there",
+                key[0],
+                key[1],
+                leo,
+                leader_start,
+            )
+            local.truncate_fully_and_start_at(leader_start)
+        state.fetch_offset = max(leader_start, local.log_end_offset)
+
+    async def _leader_offset(
+        self, connection: BrokerConnection, key: Key, state: PartitionFetchState, timestamp: int
+    ) -> int | None:
+        request = ListOffsetsRequest(
+            replica_id=self.manager.broker_id,
+            topics=[
+                ListOffsetsTopic(
+                    key[0], [ListOffsetsPartition(key[1], state.leader_epoch, timestamp)]
+                )
+            ],
+        )
+        version = connection.version_for(ListOffsetsRequest, min_version=1)
+        response = await connection.request(request, version, response_type=ListOffsetsResponse)
+        for topic in response.topics:
+            for answer in topic.partitions:
+                if answer.error_code != ErrorCode.NONE:
+                    self._partition_error(key, state, answer.error_code, "ListOffsets")
+                    return None
+                return answer.offset
+        self._delay(key, state)
+        return None
+
+    def _partition_error(self, key: Key, state: PartitionFetchState, error: int, what: str) -> None:
+        if error == ErrorCode.FENCED_LEADER_EPOCH:
+            # The leader has moved on; the controller's next LeaderAndIsr will tell us more.
+            log.info("%s-%d: %s fenced at epoch %d", key[0], key[1], what, state.leader_epoch)
+            if self.states.get(key) is state:
+                del self.states[key]
+            return
+        log.info("%s-%d: %s answered error %d; backing off", key[0], key[1], what, error)
+        self._delay(key, state)

@@ -1,0 +1,133 @@
+"""Fetch: consumers and follower replicas read record batches from partition leaders.
+
+Records leave as file regions (sent with sendfile), except for v0-v3, whose clients need the
+old message formats (magic 0 for v0-v1, magic 1 for v2-v3): those are read and converted.
+Fetch sessions (KIP-227) are declined as the protocol allows: a full request gets session id
+0 (no session created), so the client keeps sending full requests; an incremental one gets
+FETCH_SESSION_ID_NOT_FOUND.
+"""
+
+from __future__ import annotations
+
+from gregor.broker.apis import RequestContext, handles
+from gregor.broker.replica_manager import FetchParams, FetchPartition, FetchResult
+from gregor.protocol.apis import ApiKey
+from gregor.protocol.apis.fetch import (
+    AbortedTransaction,
+    EpochEndOffset,
+    FetchableTopicResponse,
+    FetchRequest,
+    FetchResponse,
+    PartitionData,
+)
+from gregor.protocol.errors import ErrorCode, UnsupportedCompressionTypeError
+from gregor.protocol.legacy import batches_to_message_set
+from gregor.storage.results import FetchIsolation
+
+INT32_MAX = 2**31 - 1
+READ_COMMITTED = 1
+
+
+@handles(ApiKey.FETCH, "0-12")
+async def fetch(ctx: RequestContext, request: FetchRequest, version: int) -> FetchResponse:
+    if version >= 7 and request.session_epoch > 0:
+        return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
+    config = ctx.broker.config
+    from_follower = request.replica_id >= 0
+    max_bytes = request.max_bytes if version >= 3 else INT32_MAX
+    cap = config.replica_fetch_response_max_bytes if from_follower else config.fetch_max_bytes
+    isolation = (
+        FetchIsolation.TXN_COMMITTED
+        if version >= 4 and request.isolation_level == READ_COMMITTED
+        else FetchIsolation.HIGH_WATERMARK
+    )
+    params = FetchParams(
+        replica_id=request.replica_id,
+        max_wait_ms=request.max_wait_ms,
+        min_bytes=request.min_bytes,
+        max_bytes=min(max_bytes, cap),
+        isolation=isolation,
+        hard_max_bytes_limit=version <= 2,
+    )
+    wanted = [
+        FetchPartition(
+            topic.topic,
+            p.partition,
+            p.fetch_offset,
+            p.partition_max_bytes,
+            p.log_start_offset,
+            p.current_leader_epoch,
+            p.last_fetched_epoch,
+        )
+        for topic in request.topics
+        for p in topic.partitions
+    ]
+    results = await ctx.broker.replica_manager.fetch(params, wanted)
+    response = FetchResponse(session_id=0)
+    topics: dict[str, FetchableTopicResponse] = {}
+    sent = 0
+    for asked, result in zip(wanted, results, strict=True):
+        data = _partition_data(ctx, asked, result, version, from_follower)
+        records = data.records
+        sent += len(records) if records is not None else 0
+        entry = topics.get(asked.topic)
+        if entry is None:
+            entry = topics[asked.topic] = FetchableTopicResponse(topic=asked.topic)
+            response.responses.append(entry)
+        entry.partitions.append(data)
+    if not from_follower:
+        ctx.broker.metrics.bytes_out.mark(sent)
+    return response
+
+
+def _partition_data(
+    ctx: RequestContext, asked: FetchPartition, result: FetchResult, version: int, follower: bool
+) -> PartitionData:
+    read = result.read
+    if result.error != ErrorCode.NONE or read is None:
+        return _error(asked, result.error)
+    data = PartitionData(
+        partition_index=asked.partition,
+        high_watermark=read.high_watermark,
+        last_stable_offset=read.last_stable_offset,
+        log_start_offset=read.log_start_offset,
+        aborted_transactions=None,
+        records=b"",
+    )
+    if read.diverging_epoch is not None:
+        data.diverging_epoch = EpochEndOffset(*read.diverging_epoch)
+        return data
+    info = read.info
+    if info is None:
+        return data
+    if info.aborted_transactions is not None:
+        data.aborted_transactions = [
+            AbortedTransaction(txn.producer_id, txn.first_offset)
+            for txn in info.aborted_transactions
+        ]
+    if not info.records.length:
+        return data
+    if not follower and version < 10:
+        topic_config = ctx.broker.topic_log_config(asked.topic)
+        if topic_config.compression_type == "zstd":
+            return _error(asked, UnsupportedCompressionTypeError.code)
+    if version <= 3 and not follower:
+        try:
+            data.records = batches_to_message_set(info.records.read(), 0 if version <= 1 else 1)
+        except UnsupportedCompressionTypeError:
+            return _error(asked, UnsupportedCompressionTypeError.code)
+    else:
+        data.records = info.records
+    return data
+
+
+def _error(asked: FetchPartition, code: int) -> PartitionData:
+    return PartitionData(
+        partition_index=asked.partition,
+        error_code=code,
+        high_watermark=-1,
+        last_stable_offset=-1,
+        log_start_offset=-1,
+        aborted_transactions=None,
+        records=b"",
+    )

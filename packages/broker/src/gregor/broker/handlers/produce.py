@@ -1,0 +1,116 @@
+"""Produce: record batches appended to partition leaders.
+
+v3 and later carry v2 batches, appended as received (validated, offsets patched in place).
+v0-v2 carry legacy message sets, converted to one v2 batch per partition first. With acks=0
+there is no response; if anything failed, the connection is closed instead, as Kafka does,
+so the producer notices and refreshes its metadata.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from gregor.broker.apis import CloseConnection, RequestContext, handles
+from gregor.broker.replica_manager import ProduceResult
+from gregor.protocol.apis import ApiKey
+from gregor.protocol.apis.produce import (
+    PartitionProduceResponse,
+    ProduceRequest,
+    ProduceResponse,
+    TopicProduceResponse,
+)
+from gregor.protocol.compression import Compression
+from gregor.protocol.errors import (
+    CorruptRecordError,
+    ErrorCode,
+    InvalidRecordError,
+    KafkaError,
+    UnsupportedCompressionTypeError,
+)
+from gregor.protocol.legacy import message_set_to_batch
+from gregor.protocol.records import BATCH_HEADER_SIZE, read_batch_header
+
+log = logging.getLogger(__name__)
+
+_MAGIC_AT = 16
+
+
+def check_records(records: object, version: int) -> bytes | bytearray | memoryview:
+    """The records of one partition as the log takes them: v2 batches.
+
+    Raises Kafka's per-partition errors: INVALID_RECORD for anything but v2 batches from v3
+    on, UNSUPPORTED_COMPRESSION_TYPE for zstd before v7, CORRUPT_MESSAGE for a message set
+    that cannot be read.
+    """
+    if not isinstance(records, bytes | bytearray | memoryview) or not len(records):
+        raise InvalidRecordError(
+            f"Produce v{version} needs at least one record batch per partition"
+        )
+    if version >= 3:
+        if len(records) < BATCH_HEADER_SIZE or records[_MAGIC_AT] != 2:
+            raise InvalidRecordError(
+                f"Produce requests with version {version} are only allowed to contain record "
+                "batches with magic version 2"
+            )
+        if version < 7 and read_batch_header(records).compression == Compression.ZSTD:
+            raise UnsupportedCompressionTypeError(
+                f"Produce requests with version {version} are not allowed to use ZStandard "
+                "compression"
+            )
+        return records
+    if len(records) > _MAGIC_AT and records[_MAGIC_AT] == 2:
+        return records
+    try:
+        return message_set_to_batch(records)
+    except CorruptRecordError:
+        raise
+    except KafkaError as exc:
+        raise CorruptRecordError(f"cannot read the message set: {exc}") from exc
+
+
+@handles(ApiKey.PRODUCE, "0-11")
+async def produce(
+    ctx: RequestContext, request: ProduceRequest, version: int
+) -> ProduceResponse | None:
+    entries = {}
+    invalid: dict[tuple[str, int], ProduceResult] = {}
+    for topic in request.topic_data:
+        for data in topic.partition_data:
+            key = (topic.name, data.index)
+            try:
+                entries[key] = check_records(data.records, version)
+            except KafkaError as exc:
+                invalid[key] = ProduceResult(exc.code, message=str(exc))
+    if request.acks not in (-1, 0, 1):
+        results = {
+            key: ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS) for key in [*entries, *invalid]
+        }
+    else:
+        results = await ctx.broker.replica_manager.append_records(
+            entries, request.acks, request.timeout_ms
+        )
+        results.update(invalid)
+    if request.acks == 0:
+        failed = [f"{t}-{p}: {r.error}" for (t, p), r in results.items() if r.error]
+        if failed:
+            raise CloseConnection(f"a Produce with acks=0 failed ({', '.join(failed)})")
+        return None
+    return _response(results, version)
+
+
+def _response(results: dict[tuple[str, int], ProduceResult], version: int) -> ProduceResponse:
+    by_topic: dict[str, list[PartitionProduceResponse]] = {}
+    for (topic, index), result in results.items():
+        by_topic.setdefault(topic, []).append(
+            PartitionProduceResponse(
+                index=index,
+                error_code=result.error,
+                base_offset=result.base_offset,
+                log_append_time_ms=result.log_append_time,
+                log_start_offset=result.log_start_offset,
+                error_message=result.message if result.error != ErrorCode.NONE else None,
+            )
+        )
+    return ProduceResponse(
+        responses=[TopicProduceResponse(name, parts) for name, parts in by_topic.items()]
+    )

@@ -1,0 +1,133 @@
+"""In-process metrics, logged periodically: Kafka's BrokerTopicMetrics and request metrics.
+
+- meters: messages in, bytes in and out, ISR shrinks and expands (counts and per-second
+  rates over the last logging interval);
+- a gauge: under-replicated partitions (read from the replica manager when reported);
+- request latency per API: count, mean, max and an approximate 99th percentile from
+  power-of-two buckets (microseconds), reset each interval.
+
+Recording is a few integer additions, cheap enough for the request path.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+import trio
+
+from gregor.protocol.apis import api_name
+
+log = logging.getLogger(__name__)
+
+_BUCKETS = 32  # 2**31 µs is more than half an hour
+
+
+class Meter:
+    __slots__ = ("_window_count", "_window_start", "count")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._window_count = 0
+        self._window_start = time.monotonic()
+
+    def mark(self, n: int = 1) -> None:
+        self.count += n
+
+    def rate(self, now: float | None = None) -> float:
+        """Per second since the window started; `roll` starts the next window."""
+        now = time.monotonic() if now is None else now
+        elapsed = max(now - self._window_start, 1e-9)
+        return (self.count - self._window_count) / elapsed
+
+    def roll(self, now: float) -> None:
+        self._window_count = self.count
+        self._window_start = now
+
+
+class Latency:
+    """Request latencies of one API over the current window."""
+
+    __slots__ = ("buckets", "count", "max_us", "total", "total_us")
+
+    def __init__(self) -> None:
+        self.total = 0  # since start
+        self.count = 0
+        self.total_us = 0
+        self.max_us = 0
+        self.buckets = [0] * _BUCKETS
+
+    def record(self, seconds: float) -> None:
+        us = int(seconds * 1_000_000)
+        self.total += 1
+        self.count += 1
+        self.total_us += us
+        if us > self.max_us:
+            self.max_us = us
+        self.buckets[min(us.bit_length(), _BUCKETS - 1)] += 1
+
+    def percentile(self, fraction: float) -> int:
+        """An upper bound of the given percentile in microseconds (a power of two)."""
+        wanted = self.count * fraction
+        seen = 0
+        for bits, n in enumerate(self.buckets):
+            seen += n
+            if seen >= wanted and n:
+                return (1 << bits) - 1 if bits else 0
+        return 0
+
+    def reset(self) -> None:
+        self.count = self.total_us = self.max_us = 0
+        self.buckets = [0] * _BUCKETS
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.messages_in = Meter()
+        self.bytes_in = Meter()
+        self.bytes_out = Meter()
+        self.isr_shrinks = Meter()
+        self.isr_expands = Meter()
+        self.produce_requests = Meter()
+        self.fetch_requests = Meter()
+        self.failed_produce_requests = Meter()
+        self.latency: dict[int, Latency] = {}
+        # The replica manager installs this: the number of under-replicated partitions led here.
+        self.under_replicated: Callable[[], int] = lambda: 0
+
+    def record_request(self, api_key: int, seconds: float) -> None:
+        latency = self.latency.get(api_key)
+        if latency is None:
+            latency = self.latency[api_key] = Latency()
+        latency.record(seconds)
+
+    def report(self) -> str:
+        """One line of every metric, and start the next window."""
+        now = time.monotonic()
+        meters = {
+            "messages_in": self.messages_in,
+            "bytes_in": self.bytes_in,
+            "bytes_out": self.bytes_out,
+            "isr_shrinks": self.isr_shrinks,
+            "isr_expands": self.isr_expands,
+        }
+        parts = [f"{name}={m.count} ({m.rate(now):.1f}/s)" for name, m in meters.items()]
+        parts.append(f"under_replicated_partitions={self.under_replicated()}")
+        for key, latency in sorted(self.latency.items()):
+            if latency.count:
+                mean_ms = latency.total_us / latency.count / 1000
+                p99_ms = latency.percentile(0.99) / 1000
+                parts.append(
+                    f"{api_name(key)}: n={latency.count} mean={mean_ms:.2f}ms "
+                    f"p99<={p99_ms:.1f}ms max={latency.max_us / 1000:.1f}ms"
+                )
+            latency.reset()
+        for m in meters.values():
+            m.roll(now)
+        return "; ".join(parts)
+
+    async def log_periodically(self, interval: float) -> None:
+        while True:
+            await trio.sleep(interval)
+            log.info("metrics: %s", self.report())

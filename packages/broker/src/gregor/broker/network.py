@@ -1,0 +1,316 @@
+"""SocketServer: the broker's listeners and connections, on trio.
+
+Each connection has two tasks: a reader that splits the byte stream into request frames and
+reads ahead (a few frames, bounded), and a processor that handles the frames one at a time in
+arrival order and writes each response before taking the next. So responses leave in request
+order, as Kafka's clients require, and a producer's batches reach the log in the order it
+sent them.
+
+What Kafka does with bad input, we do:
+- a size prefix above `socket.request.max.bytes`, a negative one, a header or body that does
+  not parse: the connection is closed, with a log line;
+- an API key or version we do not implement: the connection is closed, except ApiVersions,
+  which gets UNSUPPORTED_VERSION in a v0 body listing our ApiVersions range.
+
+Responses are encoded once into chunks: bytes, and file regions (log segments slices) which
+go out with `os.sendfile` on the non-blocking socket, waiting for it to be writable when the
+send buffer is full.
+
+An idle connection costs two sleeping tasks and a small buffer.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import socket
+import time
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import trio
+
+from gregor.broker.apis import (
+    CloseConnection,
+    RequestContext,
+    api_versions_own_range,
+    registration,
+)
+from gregor.broker.config import BrokerConfig, Endpoint
+from gregor.protocol.apis import REQUESTS, ApiKey, api_name
+from gregor.protocol.apis.api_versions import ApiVersionsResponse
+from gregor.protocol.errors import DecodeError, ErrorCode, ProtocolError
+from gregor.protocol.framing import (
+    FrameReader,
+    decode_request_header,
+    encode_response,
+    encode_response_chunks,
+    peek_request,
+)
+from gregor.protocol.primitives import FileRegion
+
+if TYPE_CHECKING:
+    from gregor.broker.server import Broker
+
+log = logging.getLogger(__name__)
+
+READ_SIZE = 256 * 1024
+READ_AHEAD = 4  # frames read beyond the one being processed
+
+
+@runtime_checkable
+class SendableRegion(Protocol):
+    """A file region `os.sendfile` can send (gregor-storage's FileSlice is one)."""
+
+    position: int
+    length: int
+
+    def fileno(self) -> int: ...
+
+    def read(self) -> bytes: ...
+
+
+class Connection:
+    """One client connection: read frames ahead, answer them in order."""
+
+    def __init__(self, server: SocketServer, stream: trio.SocketStream, endpoint: Endpoint):
+        self.server = server
+        self.stream = stream
+        self.endpoint = endpoint
+        try:
+            peer = stream.socket.getpeername()
+            self.host, self.port = str(peer[0]), int(peer[1])
+        except OSError:
+            self.host, self.port = "?", 0
+        self.frames = FrameReader(server.broker.config.socket_request_max_bytes)
+        self.processing = False
+
+    def __repr__(self) -> str:
+        return f"{self.endpoint.listener}-{self.host}:{self.port}"
+
+    async def run(self) -> None:
+        send, receive = trio.open_memory_channel[bytes](READ_AHEAD)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._process, receive, nursery.cancel_scope)
+                await self._read(send)
+                nursery.cancel_scope.cancel()  # the peer is gone, or we close: stop answering
+        except Exception:
+            # A bug must cost this connection only, never the broker.
+            log.exception("connection %s failed", self)
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(self.stream)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    async def _read(self, send: trio.MemorySendChannel[bytes]) -> None:
+        idle = self.server.broker.config.connections_max_idle_ms / 1000
+        frames = self.frames
+        async with send:
+            while True:
+                with trio.move_on_after(idle if idle > 0 else float("inf")) as scope:
+                    try:
+                        data = await self.stream.receive_some(READ_SIZE)
+                    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                        log.debug("connection %s broke: %s", self, exc)
+                        return
+                if scope.cancelled_caught:
+                    if self.processing or frames.buffered():
+                        continue
+                    log.debug("closing idle connection %s", self)
+                    return
+                if not data:
+                    return
+                frames.feed(data)
+                try:
+                    while (frame := frames.next_frame()) is not None:
+                        await send.send(frame)
+                except ProtocolError as exc:  # size prefix too large or negative
+                    log.warning("closing connection %s: %s", self, exc)
+                    return
+                except trio.BrokenResourceError:
+                    return  # the processor stopped (and logged why)
+
+    # -- processing ------------------------------------------------------------------------
+
+    async def _process(
+        self, receive: trio.MemoryReceiveChannel[bytes], scope: trio.CancelScope
+    ) -> None:
+        try:
+            async with receive:
+                async for frame in receive:
+                    self.processing = True
+                    chunks = await self._answer(frame)
+                    if chunks is not None:
+                        await self._write(chunks)
+                    self.processing = False
+        except CloseConnection as exc:
+            log.warning("closing connection %s: %s", self, exc)
+            scope.cancel()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            log.debug("connection %s broke while answering: %s", self, exc)
+            scope.cancel()
+
+    async def _answer(self, frame: bytes) -> list[bytes | FileRegion] | None:
+        started = time.monotonic()
+        try:
+            peek = peek_request(frame)
+        except DecodeError as exc:
+            raise CloseConnection(str(exc)) from None
+        found = registration(peek.api_key, peek.api_version)
+        if found is None:
+            if peek.api_key == ApiKey.API_VERSIONS:
+                # Kafka answers an ApiVersions version it does not know in a v0 body.
+                body = ApiVersionsResponse(
+                    error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=[api_versions_own_range()]
+                )
+                return [encode_response(body, 0, peek.correlation_id)]
+            raise CloseConnection(
+                f"{api_name(peek.api_key)} (key {peek.api_key}) v{peek.api_version} "
+                "is not supported by this broker"
+            )
+        try:
+            header, pos = decode_request_header(frame)
+            body = REQUESTS[peek.api_key].decode(frame, peek.api_version, pos)
+        except ProtocolError as exc:
+            raise CloseConnection(
+                f"malformed {api_name(peek.api_key)} v{peek.api_version} request: {exc}"
+            ) from None
+        broker = self.server.broker
+        ctx = RequestContext(
+            header,
+            broker,
+            self.host,
+            self.port,
+            self.endpoint.listener,
+            self.endpoint.security_protocol,
+            received_at=started,
+        )
+        try:
+            response = await found.handler(ctx, body, peek.api_version)
+        except ProtocolError as exc:
+            raise CloseConnection(f"{found.name} v{peek.api_version} failed: {exc!r}") from exc
+        except (trio.Cancelled, CloseConnection):
+            raise
+        except Exception as exc:
+            log.exception("handler of %s v%s failed", found.name, peek.api_version)
+            raise CloseConnection(f"{found.name} v{peek.api_version} failed: {exc!r}") from exc
+        broker.metrics.record_request(peek.api_key, time.monotonic() - started)
+        if response is None:
+            return None
+        return encode_response_chunks(response, peek.api_version, header.correlation_id)
+
+    # -- writing ---------------------------------------------------------------------------
+
+    async def _write(self, chunks: list[bytes | FileRegion]) -> None:
+        stream = self.stream
+        total = 0
+        pending = b""
+        for chunk in chunks:
+            if isinstance(chunk, bytes):
+                pending += chunk
+                continue
+            if pending:
+                await stream.send_all(pending)
+                total += len(pending)
+                pending = b""
+            if len(chunk):
+                if isinstance(chunk, SendableRegion):
+                    await self._sendfile(chunk)
+                else:
+                    await stream.send_all(bytes(chunk))  # type: ignore[call-overload]
+                total += len(chunk)
+        if pending:
+            await stream.send_all(pending)
+            total += len(pending)
+
+    async def _sendfile(self, region: SendableRegion) -> None:
+        sock = self.stream.socket
+        out = sock.fileno()
+        source = region.fileno()
+        offset, remaining = region.position, region.length
+        while remaining:
+            try:
+                sent = os.sendfile(out, source, offset, remaining)
+            except BlockingIOError:
+                await trio.lowlevel.wait_writable(sock)
+                continue
+            except OSError as exc:
+                if exc.errno == errno.EINTR:
+                    continue
+                raise
+            if sent == 0:
+                # The file is shorter than the region (truncated under us): the frame we
+                # announced cannot be completed, so the stream is unusable.
+                raise CloseConnection(f"log file ended {remaining} bytes short of a fetch")
+            offset += sent
+            remaining -= sent
+            await trio.lowlevel.checkpoint()
+
+
+class SocketServer:
+    """Every listener of the broker; `start` binds them, `serve` accepts until cancelled."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._listeners: list[tuple[Endpoint, list[trio.SocketListener]]] = []
+        self.bound: dict[str, Endpoint] = {}  # listener name -> endpoint with the real port
+
+    async def bind(self) -> None:
+        """Bind every listener (port 0: the kernel picks, and `bound` tells which)."""
+        for endpoint in self.broker.config.listeners:
+            host = endpoint.host or None
+            try:
+                listeners = await trio.open_tcp_listeners(endpoint.port, host=host, backlog=1024)
+            except OSError as exc:
+                raise OSError(exc.errno, f"cannot listen on {endpoint}: {exc.strerror}") from exc
+            port = listeners[0].socket.getsockname()[1]
+            self._listeners.append((endpoint, listeners))
+            self.bound[endpoint.listener] = Endpoint(
+                endpoint.listener, endpoint.host, port, endpoint.security_protocol
+            )
+            log.info("listening on %s (port %d)", endpoint, port)
+
+    def advertised(self) -> list[Endpoint]:
+        """The advertised endpoints, with ports of 0 replaced by the bound ones and an empty
+        host by this machine's name, as Kafka registers them."""
+        out = []
+        for endpoint in self.broker.config.advertised_listeners:
+            port = endpoint.port or self.bound[endpoint.listener].port
+            host = endpoint.host or socket.getfqdn()
+            out.append(Endpoint(endpoint.listener, host, port, endpoint.security_protocol))
+        return out
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            for endpoint, listeners in self._listeners:
+                for listener in listeners:
+                    _set_buffers(listener.socket, self.broker.config)
+                    nursery.start_soon(self._accept, endpoint, listener, nursery)
+            task_status.started()
+
+    async def _accept(
+        self, endpoint: Endpoint, listener: trio.SocketListener, nursery: trio.Nursery
+    ) -> None:
+        async with listener:
+            while True:
+                try:
+                    stream = await listener.accept()
+                except OSError as exc:
+                    if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                        log.error("cannot accept on %s: %s", endpoint, exc)
+                        await trio.sleep(0.1)
+                        continue
+                    raise
+                nursery.start_soon(Connection(self, stream, endpoint).run)
+
+
+def _set_buffers(sock: trio.socket.SocketType, config: BrokerConfig) -> None:
+    send = config.socket_send_buffer_bytes
+    receive = config.socket_receive_buffer_bytes
+    # Accepted sockets inherit the listening socket's buffer sizes; -1 keeps the OS default.
+    if send > 0:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send)
+    if receive > 0:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive)

@@ -1,0 +1,702 @@
+"""ReplicaManager: the partitions this broker hosts, and everything that reads or writes them.
+
+- LeaderAndIsr and StopReplica from the controller decide which partitions are here and
+  who leads them (epoch-fenced); followers get fetchers (`fetcher.FetcherManager`).
+- Produce appends to leaders; acks=all then waits in the produce purgatory until the high
+  watermark passes the appended records.
+- Fetch reads from leaders (consumers up to the high watermark, followers up to the log end
+  offset, recording each follower's position) and long-polls in the fetch purgatory.
+- Background tasks: the ISR expiration check (every half `replica.lag.time.max.ms`), the
+  propagation of ISR changes to the controller (/isr_change_notification), and the high
+  watermark checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+
+from gregor.broker.fetcher import FetcherManager
+from gregor.broker.partition import Partition, ReadResult, now_ms
+from gregor.broker.purgatory import Purgatory
+from gregor.broker.topic_names import INTERNAL_TOPICS
+from gregor.broker.zk import LeaderAndIsr, TopicPartition
+from gregor.protocol.apis.leader_and_isr import (
+    LeaderAndIsrPartitionError,
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    LeaderAndIsrTopicError,
+)
+from gregor.protocol.apis.stop_replica import (
+    StopReplicaPartitionError,
+    StopReplicaRequest,
+    StopReplicaResponse,
+)
+from gregor.protocol.apis.update_metadata import UpdateMetadataRequest
+from gregor.protocol.errors import (
+    ErrorCode,
+    InvalidTopicError,
+    KafkaError,
+    NotLeaderOrFollowerError,
+    UnknownTopicOrPartitionError,
+)
+from gregor.storage.files import EMPTY_SLICE
+from gregor.storage.log import Log
+from gregor.storage.results import AppendInfo, FetchIsolation
+
+if TYPE_CHECKING:
+    from gregor.broker.server import Broker
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, int]
+# ISR changes are told to the controller in batches: once no change came for this long, or
+# at the latest this long after the first pending one (Kafka: 5 s and 60 s; a cluster this
+# size wants its metadata fresher).
+ISR_PROPAGATION_QUIET_MS = 500
+ISR_PROPAGATION_MAX_DELAY_MS = 5_000
+ISR_PROPAGATION_CHECK_S = 0.25
+
+
+@attrs.frozen(slots=True)
+class ProduceResult:
+    error: int
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    message: str | None = None
+
+
+@attrs.frozen(slots=True)
+class FetchParams:
+    replica_id: int  # -1 for consumers
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation: FetchIsolation
+    hard_max_bytes_limit: bool = False  # Fetch v0-v2: no partial first batch beyond limits
+
+    @property
+    def from_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+@attrs.frozen(slots=True)
+class FetchPartition:
+    topic: str
+    partition: int
+    fetch_offset: int
+    max_bytes: int
+    log_start_offset: int = -1
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+
+
+@attrs.frozen(slots=True)
+class FetchResult:
+    error: int
+    read: ReadResult | None = None
+    message: str | None = None
+
+    @property
+    def size(self) -> int:
+        info = self.read.info if self.read is not None else None
+        return 0 if info is None else info.records.length
+
+
+class ReplicaManager:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.config = broker.config
+        self.broker_id = broker.config.broker_id
+        self.metadata_cache = broker.metadata_cache
+        self.metrics = broker.metrics
+        self.partitions: dict[Key, Partition] = {}
+        self.controller_epoch = -1
+        self.produce_purgatory = Purgatory("produce")
+        self.fetch_purgatory = Purgatory("fetch")
+        self.delete_records_purgatory = Purgatory("delete-records")
+        self.fetchers = FetcherManager(self)
+        # Leaders' endpoints as the last LeaderAndIsr named them (the metadata cache may not
+        # know a leader yet when a test or a new controller sends LeaderAndIsr first).
+        self.leader_endpoints: dict[int, tuple[str, int]] = {}
+        self._isr_changes: set[TopicPartition] = set()
+        self._first_isr_change_ms = 0
+        self._last_isr_change_ms = 0
+        self._nursery: trio.Nursery | None = None
+        self.shutting_down = False
+        self.metrics.under_replicated = self.under_replicated_count
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """The manager's background work; cancel to stop (then call `shutdown`)."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self._isr_expiration)
+            nursery.start_soon(self._propagate_isr_changes)
+            await nursery.start(self.fetchers.run)
+            task_status.started()
+
+    def shutdown(self) -> None:
+        """Stop fetching and answer waiting requests; the logs are closed by their manager."""
+        self.shutting_down = True
+        self.fetchers.remove_all()
+        self.produce_purgatory.notify_all()
+        self.fetch_purgatory.notify_all()
+
+    def start_soon(self, fn: object, *args: object) -> None:
+        if self._nursery is not None:
+            self._nursery.start_soon(fn, *args)  # type: ignore[arg-type]
+
+    # -- lookups -----------------------------------------------------------------------------
+
+    def partition(self, topic: str, partition: int) -> Partition | None:
+        return self.partitions.get((topic, partition))
+
+    def partition_or_error(self, topic: str, partition: int) -> Partition:
+        found = self.partitions.get((topic, partition))
+        if found is not None and found.log is not None:
+            return found
+        if self.metadata_cache.partition(topic, partition) is not None:
+            raise NotLeaderOrFollowerError(
+                f"broker {self.broker_id} does not host {topic}-{partition}"
+            )
+        raise UnknownTopicOrPartitionError(f"unknown topic or partition {topic}-{partition}")
+
+    def leader_partition(self, topic: str, partition: int, current_leader_epoch: int = -1) -> Log:
+        return self.partition_or_error(topic, partition).local_log(current_leader_epoch)
+
+    def under_replicated_count(self) -> int:
+        return sum(1 for p in self.partitions.values() if p.is_under_replicated)
+
+    # -- notifications from partitions -------------------------------------------------------
+
+    def partition_changed(self, partition: Partition) -> None:
+        """Leadership or role changed: every waiting request on it looks again."""
+        self.produce_purgatory.notify(partition.key)
+        self.fetch_purgatory.notify(partition.key)
+        self.delete_records_purgatory.notify(partition.key)
+
+    def notify_end_offset(self, partition: Partition) -> None:
+        self.fetch_purgatory.notify(partition.key)  # followers read to the log end
+
+    def notify_high_watermark(self, partition: Partition) -> None:
+        self.produce_purgatory.notify(partition.key)
+        self.fetch_purgatory.notify(partition.key)
+
+    def notify_follower_progress(self, partition: Partition) -> None:
+        self.delete_records_purgatory.notify(partition.key)
+
+    # -- the controller's requests -----------------------------------------------------------
+
+    def update_metadata(self, request: UpdateMetadataRequest) -> int:
+        if request.controller_epoch < self.controller_epoch:
+            log.warning(
+                "ignoring UpdateMetadata from controller %d of epoch %d (ours is %d)",
+                request.controller_id,
+                request.controller_epoch,
+                self.controller_epoch,
+            )
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        self.controller_epoch = request.controller_epoch
+        deleted = self.metadata_cache.update(request)
+        for topic, index in deleted:
+            self.fetch_purgatory.notify((topic, index))
+        return ErrorCode.NONE
+
+    def become_leader_or_follower(
+        self, request: LeaderAndIsrRequest, version: int
+    ) -> LeaderAndIsrResponse:
+        if request.controller_epoch < self.controller_epoch:
+            log.warning(
+                "ignoring LeaderAndIsr from controller %d of epoch %d (ours is %d)",
+                request.controller_id,
+                request.controller_epoch,
+                self.controller_epoch,
+            )
+            return LeaderAndIsrResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH)
+        self.controller_epoch = request.controller_epoch
+        for leader in request.live_leaders:
+            self.leader_endpoints[leader.broker_id] = (leader.host_name, leader.port)
+        topic_ids = {t.topic_name: t.topic_id for t in request.topic_states}
+        errors: dict[Key, int] = {}
+        to_lead: list[tuple[Partition, LeaderAndIsrPartitionState]] = []
+        to_follow: list[tuple[Partition, LeaderAndIsrPartitionState]] = []
+        for topic, state in _leader_and_isr_states(request):
+            key = (topic, state.partition_index)
+            partition = self.partitions.get(key)
+            if partition is None:
+                partition = self.partitions[key] = Partition(self, topic, state.partition_index)
+            if state.leader_epoch > partition.leader_epoch:
+                if self.broker_id not in state.replicas:
+                    log.warning(
+                        "%s-%d: LeaderAndIsr without this broker among its replicas %s",
+                        topic,
+                        state.partition_index,
+                        list(state.replicas),
+                    )
+                    errors[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif state.leader == self.broker_id:
+                    to_lead.append((partition, state))
+                else:
+                    to_follow.append((partition, state))
+            else:
+                # An old or repeated decision: the controller learns it changed nothing.
+                errors[key] = ErrorCode.STALE_CONTROLLER_EPOCH
+        for partition, state in to_lead:
+            errors[partition.key] = self._make_leader(partition, state, topic_ids)
+        followed: list[Partition] = []
+        for partition, state in to_follow:
+            code, restarted = self._make_follower(partition, state, topic_ids)
+            errors[partition.key] = code
+            if restarted:
+                followed.append(partition)
+        self.fetchers.remove([p.key for p, _ in to_lead] + [p.key for p in followed])
+        if not self.shutting_down:
+            self.fetchers.add(followed)
+        return _leader_and_isr_response(request, version, errors, topic_ids)
+
+    def _log_for(self, partition: Partition, topic_ids: Mapping[str, uuid.UUID]) -> Log:
+        topic_id = topic_ids.get(partition.topic)
+        return self.broker.log_manager.get_or_create_log(
+            partition.topic,
+            partition.partition,
+            topic_id=topic_id if topic_id is not None and topic_id.int else None,
+            config=self.broker.topic_log_config(partition.topic),
+        )
+
+    def _make_leader(
+        self,
+        partition: Partition,
+        state: LeaderAndIsrPartitionState,
+        topic_ids: Mapping[str, uuid.UUID],
+    ) -> int:
+        try:
+            local = self._log_for(partition, topic_ids)
+            partition.make_leader(state, local)
+        except KafkaError as exc:
+            log.error("%s-%d: cannot become leader: %s", partition.topic, partition.partition, exc)
+            return exc.code
+        return ErrorCode.NONE
+
+    def _make_follower(
+        self,
+        partition: Partition,
+        state: LeaderAndIsrPartitionState,
+        topic_ids: Mapping[str, uuid.UUID],
+    ) -> tuple[int, bool]:
+        try:
+            local = self._log_for(partition, topic_ids)
+            restarted = partition.make_follower(state, local)
+        except KafkaError as exc:
+            log.error(
+                "%s-%d: cannot become follower: %s", partition.topic, partition.partition, exc
+            )
+            return exc.code, False
+        return ErrorCode.NONE, restarted
+
+    def stop_replicas(self, request: StopReplicaRequest, version: int) -> StopReplicaResponse:
+        if request.controller_epoch < self.controller_epoch:
+            return StopReplicaResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH)
+        self.controller_epoch = request.controller_epoch
+        errors: list[StopReplicaPartitionError] = []
+        doomed: list[Key] = []
+        stopped: list[Key] = []
+        for topic, index, leader_epoch, delete in _stop_replica_states(request):
+            key = (topic, index)
+            partition = self.partitions.get(key)
+            code = ErrorCode.NONE
+            if partition is not None and 0 <= leader_epoch < partition.leader_epoch:
+                code = ErrorCode.FENCED_LEADER_EPOCH  # a newer decision was already taken
+            else:
+                stopped.append(key)
+                if delete:
+                    doomed.append(key)
+            errors.append(StopReplicaPartitionError(topic, index, code))
+        self.fetchers.remove(stopped)
+        for key in stopped:
+            partition = self.partitions.get(key)
+            if partition is not None:
+                partition.stop()
+            if key in doomed:
+                self.partitions.pop(key, None)
+        for topic, index in doomed:
+            try:
+                self.broker.log_manager.delete_log(topic, index)
+            except KafkaError as exc:
+                for entry in errors:
+                    if (entry.topic_name, entry.partition_index) == (topic, index):
+                        entry.error_code = exc.code
+        return StopReplicaResponse(partition_errors=errors)
+
+    # -- produce -----------------------------------------------------------------------------
+
+    async def append_records(
+        self,
+        entries: Mapping[Key, bytes | bytearray | memoryview],
+        acks: int,
+        timeout_ms: int,
+        *,
+        internal_allowed: bool = False,
+    ) -> dict[Key, ProduceResult]:
+        results: dict[Key, ProduceResult] = {}
+        waiting: dict[Key, int] = {}  # for acks=all: the offset the HW must reach
+        messages = 0
+        for key, records in entries.items():
+            topic, index = key
+            if topic in INTERNAL_TOPICS and not internal_allowed:
+                error = InvalidTopicError(f"cannot append to internal topic {topic}")
+                results[key] = ProduceResult(error.code, message=str(error))
+                continue
+            try:
+                partition = self.partition_or_error(topic, index)
+                info = partition.append_as_leader(records, acks)
+            except KafkaError as exc:
+                self.metrics.failed_produce_requests.mark()
+                results[key] = ProduceResult(exc.code, message=str(exc))
+                continue
+            except Exception as exc:
+                log.exception("append to %s-%d failed", topic, index)
+                results[key] = ProduceResult(ErrorCode.UNKNOWN_SERVER_ERROR, message=repr(exc))
+                continue
+            self.metrics.bytes_in.mark(len(records))
+            if not info.duplicate:
+                messages += info.records_count
+            results[key] = _produce_result(info)
+            if acks == -1 and info.records_count:
+                waiting[key] = info.last_offset + 1
+        self.metrics.messages_in.mark(messages)
+        if waiting:
+            await self._await_replication(waiting, results, timeout_ms)
+        return results
+
+    async def _await_replication(
+        self, waiting: dict[Key, int], results: dict[Key, ProduceResult], timeout_ms: int
+    ) -> None:
+        done: dict[Key, int] = {}
+
+        def check() -> bool:
+            for key, required in waiting.items():
+                if key in done:
+                    continue
+                partition = self.partitions.get(key)
+                if partition is None:
+                    done[key] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    continue
+                finished, error = partition.enough_replicas_reached(required)
+                if finished:
+                    done[key] = error
+            return len(done) == len(waiting)
+
+        await self.produce_purgatory.wait(waiting, check, timeout_ms / 1000)
+        for key in waiting:
+            error = done.get(key, ErrorCode.REQUEST_TIMED_OUT)
+            if error != ErrorCode.NONE:
+                results[key] = attrs.evolve(results[key], error=error, message=None)
+
+    # -- fetch -------------------------------------------------------------------------------
+
+    def read(self, params: FetchParams, requests: Sequence[FetchPartition]) -> list[FetchResult]:
+        """Read every partition once (Kafka's readFromLog): the response byte limit shrinks
+        as partitions return data, and only the first non-empty one may exceed it."""
+        limit = params.max_bytes
+        min_one = not params.hard_max_bytes_limit
+        isolation = FetchIsolation.LOG_END if params.from_follower else params.isolation
+        out = []
+        for request in requests:
+            result = self._read_one(
+                params, request, isolation, min(limit, request.max_bytes), min_one
+            )
+            size = result.size
+            if size:
+                min_one = False
+            limit = max(0, limit - size)
+            out.append(result)
+        return out
+
+    def _read_one(
+        self,
+        params: FetchParams,
+        request: FetchPartition,
+        isolation: FetchIsolation,
+        max_bytes: int,
+        min_one: bool,
+    ) -> FetchResult:
+        try:
+            partition = self.partition_or_error(request.topic, request.partition)
+            read = partition.read(
+                request.fetch_offset,
+                max_bytes,
+                isolation,
+                current_leader_epoch=request.current_leader_epoch,
+                last_fetched_epoch=request.last_fetched_epoch if params.from_follower else -1,
+                min_one_batch=min_one,
+            )
+        except KafkaError as exc:
+            return FetchResult(exc.code, message=str(exc))
+        info = read.info
+        if info is not None and info.first_entry_incomplete and not params.hard_max_bytes_limit:
+            # A batch larger than the limit: an empty answer lets the consumer go on (v3+).
+            read = attrs.evolve(read, info=attrs.evolve(info, records=EMPTY_SLICE))
+        return FetchResult(ErrorCode.NONE, read)
+
+    def record_follower_fetches(
+        self, replica_id: int, requests: Sequence[FetchPartition], results: Sequence[FetchResult]
+    ) -> None:
+        """What a follower's fetch says about its log: its LEO is the offset it asked for."""
+        for request, result in zip(requests, results, strict=True):
+            if result.error != ErrorCode.NONE or result.read is None:
+                continue
+            if result.read.diverging_epoch is not None:
+                continue
+            partition = self.partitions.get((request.topic, request.partition))
+            if partition is not None:
+                partition.update_follower_fetch_state(
+                    replica_id,
+                    request.fetch_offset,
+                    request.log_start_offset,
+                    result.read.log_end_offset,
+                )
+
+    async def fetch(
+        self, params: FetchParams, requests: Sequence[FetchPartition]
+    ) -> list[FetchResult]:
+        """Read now; if there is less than `min_bytes` and no error, wait (long poll)."""
+        if params.from_follower:
+            for request in requests:
+                partition = self.partitions.get((request.topic, request.partition))
+                if partition is not None and partition.is_leader:
+                    partition.follower_or_error(params.replica_id, request.current_leader_epoch)
+        results = self.read(params, requests)
+        if params.from_follower:
+            self.record_follower_fetches(params.replica_id, requests, results)
+        if self._respond_now(params, requests, results):
+            return results
+        latest = results
+
+        def check() -> bool:
+            nonlocal latest
+            if self.shutting_down:
+                return True
+            latest = self.read(params, requests)
+            return self._respond_now(params, requests, latest)
+
+        keys = [(r.topic, r.partition) for r in requests]
+        await self.fetch_purgatory.wait(keys, check, params.max_wait_ms / 1000)
+        return latest
+
+    @staticmethod
+    def _respond_now(
+        params: FetchParams, requests: Sequence[FetchPartition], results: Sequence[FetchResult]
+    ) -> bool:
+        if params.max_wait_ms <= 0 or not requests:
+            return True
+        total = 0
+        for result in results:
+            if result.error != ErrorCode.NONE:
+                return True
+            if result.read is not None and result.read.diverging_epoch is not None:
+                return True
+            total += result.size
+        return total >= params.min_bytes
+
+    # -- delete records ----------------------------------------------------------------------
+
+    async def delete_records(
+        self, offsets: Mapping[Key, int], timeout_ms: int
+    ) -> dict[Key, tuple[int, int]]:
+        """(error code, low watermark) per partition, after the replicas caught up (or not)."""
+        results: dict[Key, tuple[int, int]] = {}
+        waiting: dict[Key, int] = {}
+        for key, offset in offsets.items():
+            try:
+                partition = self.partition_or_error(*key)
+                local = partition.local_log()
+                target = local.high_watermark if offset == -1 else offset
+                if target < 0:
+                    results[key] = (ErrorCode.OFFSET_OUT_OF_RANGE, -1)
+                    continue
+                start = local.delete_records(target)
+            except KafkaError as exc:
+                results[key] = (exc.code, -1)
+                continue
+            results[key] = (ErrorCode.NONE, start)
+            waiting[key] = start
+        if not waiting:
+            return results
+        done: dict[Key, tuple[int, int]] = {}
+
+        def check() -> bool:
+            for key, required in waiting.items():
+                if key in done:
+                    continue
+                partition = self.partitions.get(key)
+                if partition is None or not partition.is_leader:
+                    done[key] = (ErrorCode.NOT_LEADER_OR_FOLLOWER, -1)
+                    continue
+                low = partition.low_watermark()
+                if low >= required:
+                    done[key] = (ErrorCode.NONE, low)
+            return len(done) == len(waiting)
+
+        await self.delete_records_purgatory.wait(waiting, check, timeout_ms / 1000)
+        for key, required in waiting.items():
+            results[key] = done.get(key, (ErrorCode.REQUEST_TIMED_OUT, required))
+        return results
+
+    # -- ISR maintenance ---------------------------------------------------------------------
+
+    async def _isr_expiration(self) -> None:
+        interval = max(self.config.replica_lag_time_max_ms / 2, 1) / 1000
+        while True:
+            await trio.sleep(interval)
+            for partition in list(self.partitions.values()):
+                if partition.is_leader:
+                    partition.maybe_shrink_isr()
+
+    def submit_isr_change(
+        self, partition: Partition, new_isr: frozenset[int], expand: bool
+    ) -> None:
+        """Write a leader's ISR change to its state znode (compare-and-set), in the background."""
+        if self._nursery is None:
+            partition.isr_change_failed()
+            return
+        self._nursery.start_soon(self._write_isr, partition, new_isr, expand)
+
+    async def _write_isr(self, partition: Partition, new_isr: frozenset[int], expand: bool) -> None:
+        tp = TopicPartition(partition.topic, partition.partition)
+        epoch, version = partition.leader_epoch, partition.partition_epoch
+        state = LeaderAndIsr(
+            leader=self.broker_id,
+            leader_epoch=epoch,
+            isr=tuple(sorted(new_isr)),
+            controller_epoch=partition.controller_epoch,
+            zk_version=version,
+        )
+        try:
+            written = await self.broker.zk.update_leader_and_isr(tp, state, version)
+            if written is None:
+                written = await self._resolve_isr_conflict(partition, tp, state)
+        except Exception as exc:
+            log.warning("%s: writing ISR %s failed: %s", tp, sorted(new_isr), exc)
+            written = None
+        if partition.leader_epoch != epoch or not partition.is_leader:
+            return  # a LeaderAndIsr came meanwhile and decided
+        if written is None:
+            log.info("%s: ISR change to %s lost to a concurrent update", tp, sorted(new_isr))
+            partition.isr_change_failed()
+            return
+        partition.isr_change_written(new_isr, written)
+        (self.metrics.isr_expands if expand else self.metrics.isr_shrinks).mark()
+        now = now_ms()
+        if not self._isr_changes:
+            self._first_isr_change_ms = now
+        self._isr_changes.add(tp)
+        self._last_isr_change_ms = now
+
+    async def _resolve_isr_conflict(
+        self, partition: Partition, tp: TopicPartition, wanted: LeaderAndIsr
+    ) -> int | None:
+        """Another write won. If it kept us leader in the same epoch (the znode only moved
+        version), adopt its ISR and version, and retry once on top of it."""
+        current = await self.broker.zk.get_partition_state(tp)
+        if (
+            current is None
+            or current.leader != self.broker_id
+            or current.leader_epoch != wanted.leader_epoch
+        ):
+            return None  # leadership is moving: the controller's LeaderAndIsr will say how
+        if set(current.isr) == set(wanted.isr):
+            return current.zk_version
+        partition.isr = frozenset(current.isr)
+        partition.partition_epoch = current.zk_version
+        retry = attrs.evolve(wanted, zk_version=current.zk_version)
+        return await self.broker.zk.update_leader_and_isr(tp, retry, current.zk_version)
+
+    async def _propagate_isr_changes(self) -> None:
+        while True:
+            await trio.sleep(ISR_PROPAGATION_CHECK_S)
+            if not self._isr_changes:
+                continue
+            now = now_ms()
+            if (
+                now - self._last_isr_change_ms < ISR_PROPAGATION_QUIET_MS
+                and now - self._first_isr_change_ms < ISR_PROPAGATION_MAX_DELAY_MS
+            ):
+                continue
+            changes, self._isr_changes = self._isr_changes, set()
+            try:
+                await self.broker.zk.propagate_isr_changes(sorted(changes))
+            except Exception as exc:
+                log.warning("cannot notify the controller of ISR changes: %s", exc)
+                self._isr_changes |= changes
+
+    def leader_keys(self) -> Iterable[Key]:
+        return [k for k, p in self.partitions.items() if p.is_leader]
+
+
+def _produce_result(info: AppendInfo) -> ProduceResult:
+    return ProduceResult(
+        ErrorCode.NONE,
+        base_offset=info.first_offset,
+        log_append_time=info.log_append_time,
+        log_start_offset=info.log_start_offset,
+    )
+
+
+def _leader_and_isr_states(
+    request: LeaderAndIsrRequest,
+) -> Iterable[tuple[str, LeaderAndIsrPartitionState]]:
+    for state in request.ungrouped_partition_states:
+        yield state.topic_name, state
+    for topic in request.topic_states:
+        for state in topic.partition_states:
+            yield topic.topic_name, state
+
+
+def _leader_and_isr_response(
+    request: LeaderAndIsrRequest,
+    version: int,
+    errors: Mapping[Key, int],
+    topic_ids: Mapping[str, uuid.UUID],
+) -> LeaderAndIsrResponse:
+    if version < 5:
+        return LeaderAndIsrResponse(
+            partition_errors=[
+                LeaderAndIsrPartitionError(topic, index, code)
+                for (topic, index), code in errors.items()
+            ]
+        )
+    by_topic: dict[str, list[LeaderAndIsrPartitionError]] = {}
+    for (topic, index), code in errors.items():
+        by_topic.setdefault(topic, []).append(LeaderAndIsrPartitionError(topic, index, code))
+    return LeaderAndIsrResponse(
+        topics=[
+            LeaderAndIsrTopicError(topic_id, by_topic.get(topic_name, []))
+            for topic_name, topic_id in topic_ids.items()
+        ]
+    )
+
+
+def _stop_replica_states(request: StopReplicaRequest) -> Iterable[tuple[str, int, int, bool]]:
+    """(topic, partition, leader epoch, delete) whatever the request's version."""
+    for p in request.ungrouped_partitions:
+        yield p.topic_name, p.partition_index, -1, request.delete_partitions
+    for topic in request.topics:
+        for index in topic.partition_indexes:
+            yield topic.name, index, -1, request.delete_partitions
+    for topic_state in request.topic_states:
+        for state in topic_state.partition_states:
+            yield (
+                topic_state.topic_name,
+                state.partition_index,
+                state.leader_epoch,
+                (state.delete_partition),
+            )
