@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 from pathlib import Path
@@ -11,6 +12,7 @@ from storage_testing import FakeClock, LogOpener, make_batch, read_records
 
 from gregor.protocol.errors import KafkaStorageError, OffsetOutOfRangeError
 from gregor.storage import Log
+from gregor.storage.files import FileHandle
 
 
 def _append(
@@ -259,10 +261,12 @@ def test_io_errors_take_the_log_offline(open_test_log: LogOpener) -> None:
     _append(log, 1)
     failures: list[OSError] = []
     log.on_io_error = lambda _log, exc: failures.append(exc)
-    os.close(log.active_segment.file().fileno())  # the disk went away under the log
-    with pytest.raises(KafkaStorageError, match="append"):
+    # The disk fills up under the log: writes to /dev/full fail with ENOSPC.
+    log.active_segment._log = FileHandle(Path("/dev/full"), os.O_WRONLY)
+    with pytest.raises(KafkaStorageError, match="No space left"):
         _append(log, 1)
-    assert log.offline and len(failures) == 1
+    assert log.offline and len(failures) == 1 and failures[0].errno == errno.ENOSPC
     with pytest.raises(KafkaStorageError, match="offline"):
         log.read(0, 100)
-    log.active_segment._log = None  # the fd is gone already; don't close it twice
+    with pytest.raises(KafkaStorageError, match="offline"):
+        _append(log, 1)
