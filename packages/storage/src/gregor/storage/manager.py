@@ -130,6 +130,19 @@ class LogManager:
         return manager
 
     def startup(self) -> None:
+        try:
+            self._startup()
+        except BaseException:
+            self._release_locks()
+            raise
+
+    def _release_locks(self) -> None:
+        for log_dir in self._dirs:
+            if log_dir.lock_fd is not None:
+                os.close(log_dir.lock_fd)
+                log_dir.lock_fd = None
+
+    def _startup(self) -> None:
         for log_dir in self._dirs:
             try:
                 self._prepare_dir(log_dir)
@@ -523,10 +536,7 @@ class LogManager:
             except OSError as exc:
                 self._dir_failed(log_dir, exc)
         self.deletions.run_due(self.clock())
-        for log_dir in self._dirs:
-            if log_dir.lock_fd is not None:
-                os.close(log_dir.lock_fd)
-                log_dir.lock_fd = None
+        self._release_locks()
 
     # -- background services (trio) ----------------------------------------------------------------
 
