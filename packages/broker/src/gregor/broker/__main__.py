@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     except* (KafkaError, ZooKeeperError, OSError) as group:
         failures.extend(group.exceptions)
     for failure in failures:
-        log.error("broker %d cannot run: %s", config.broker_id, failure)
+        log.error("broker %d cannot run: %s", config.broker_id, failure, exc_info=failure)
     return 1 if failures else 0
 
 

@@ -1,8 +1,9 @@
-"""Real processes for local clusters and tests: ZooKeeper now, brokers as they arrive.
+"""Real processes for local clusters and tests: ZooKeeper and gregor-broker.
 
 Used by `nox -s cluster` (the README's main job) and by the test fixtures, so a test cluster
-is started exactly the way an operator starts a local one. Everything listens on 127.0.0.1
-and on ports chosen at run time unless told otherwise.
+is started exactly the way an operator starts a local one: a `server.properties` file and the
+`gregor-broker` command. Everything listens on 127.0.0.1 and on ports chosen at run time
+unless told otherwise.
 """
 
 from __future__ import annotations
@@ -12,9 +13,16 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+
+from gregor.protocol.apis.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from gregor.protocol.errors import ProtocolError
+from gregor.protocol.framing import decode_response, encode_request
+from gregor.protocol.schema import Request, Response
+from gregor.storage.checkpoints import format_properties
 
 ZOOKEEPER_JAR = Path(os.environ.get("GREGOR_ZOOKEEPER_JAR", "/usr/share/java/zookeeper.jar"))
 LOOPBACK = "127.0.0.1"
@@ -149,3 +157,271 @@ class ZooKeeper:
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait()
+
+
+def send_request(
+    host: str, port: int, request: Request, version: int, timeout: float = 5.0
+) -> Response:
+    """One request on a fresh plain socket, and its decoded response (for scripts and tests).
+
+    Raises OSError when the broker cannot be reached or hangs up, and the protocol's errors
+    for a response that does not decode.
+    """
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.sendall(encode_request(request, version, 1, "devcluster"))
+        data = b""
+        while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                raise ConnectionError(f"{host}:{port} closed the connection before answering")
+            data += chunk
+    _, response = decode_response(data[4:], request.api_key, version)
+    return response
+
+
+def api_versions(host: str, port: int, timeout: float = 2.0) -> ApiVersionsResponse | None:
+    """A broker's API versions, or None if it does not answer."""
+    try:
+        response = send_request(host, port, ApiVersionsRequest(), 0, timeout)
+    except (OSError, ProtocolError):
+        return None
+    return response if isinstance(response, ApiVersionsResponse) else None
+
+
+def _broker_command() -> list[str]:
+    """`gregor-broker` from the running interpreter's environment (else `python -m`)."""
+    script = Path(sys.executable).parent / "gregor-broker"
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-m", "gregor.broker"]
+
+
+class BrokerProcess:
+    """One gregor-broker process with its own directory, `server.properties` and data.
+
+    `properties` are added to (and override) the generated ones. The process is started in
+    its own session, so a Ctrl-C in the launcher's terminal does not reach it.
+    """
+
+    def __init__(
+        self,
+        broker_id: int,
+        directory: Path,
+        zookeeper_connect: str,
+        port: int | None = None,
+        host: str = LOOPBACK,
+        properties: Mapping[str, str] | None = None,
+    ) -> None:
+        self.broker_id = broker_id
+        self.directory = directory
+        self.zookeeper_connect = zookeeper_connect
+        self.host = host
+        self.port = port or free_port(host)
+        self.extra = dict(properties or {})
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def __repr__(self) -> str:
+        return f"<BrokerProcess {self.broker_id} at {self.address}>"
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.directory / "data"
+
+    @property
+    def config_path(self) -> Path:
+        return self.directory / "server.properties"
+
+    @property
+    def log_path(self) -> Path:
+        return self.directory / "broker.log"
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    def properties(self) -> dict[str, str]:
+        props = {
+            "broker.id": str(self.broker_id),
+            "listeners": f"PLAINTEXT://{self.host}:{self.port}",
+            "log.dirs": str(self.data_dir),
+            "zookeeper.connect": self.zookeeper_connect,
+            # Small clusters on one machine: fail over and notice lag quickly.
+            "zookeeper.session.timeout.ms": "6000",
+            "replica.lag.time.max.ms": "10000",
+            "controlled.shutdown.retry.backoff.ms": "500",
+        }
+        props.update(self.extra)
+        return props
+
+    def write_config(self) -> Path:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text(format_properties(self.properties(), "written by devcluster"))
+        return self.config_path
+
+    def launch(self) -> None:
+        """Start the process without waiting for it (see `wait_ready`)."""
+        if self.is_running():
+            return
+        self.write_config()
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [*_broker_command(), str(self.config_path)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Wait until the broker answers ApiVersions; raise with its log's tail if it died."""
+        try:
+            wait_until(self._answers, timeout, f"broker {self.broker_id} on {self.address}")
+        except (TimeoutError, RuntimeError) as exc:
+            raise RuntimeError(f"{exc}; its log ends with:\n{self.log_tail()}") from exc
+
+    def start(self, timeout: float = 60.0) -> None:
+        self.launch()
+        self.wait_ready(timeout)
+
+    def _answers(self) -> bool:
+        if self.process is not None and self.process.poll() is not None:
+            raise RuntimeError(
+                f"broker {self.broker_id} exited with status {self.process.returncode}"
+            )
+        return api_versions(self.host, self.port, timeout=1.0) is not None
+
+    def log_tail(self, size: int = 3000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-size:]
+        except OSError:
+            return ""
+
+    def is_running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def signal(self, signum: int) -> None:
+        if self.is_running():
+            assert self.process is not None
+            self.process.send_signal(signum)
+
+    def terminate(self) -> None:
+        """SIGTERM: a graceful stop (controlled shutdown first); see `wait`."""
+        self.resume()  # a stopped process cannot handle SIGTERM
+        self.signal(signal.SIGTERM)
+
+    def wait(self, timeout: float = 60.0) -> int | None:
+        """Wait for the process to exit; SIGKILL it if it does not in time."""
+        process = self.process
+        if process is None:
+            return None
+        try:
+            return process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            return process.wait()
+
+    def stop(self, timeout: float = 60.0) -> int | None:
+        """Graceful stop; SIGKILL if it takes longer than `timeout`. Returns the exit status."""
+        self.terminate()
+        return self.wait(timeout)
+
+    def kill(self) -> None:
+        """SIGKILL: the broker vanishes, as in a crash."""
+        if self.is_running():
+            assert self.process is not None
+            self.process.kill()
+            self.process.wait()
+
+    def pause(self) -> None:
+        """SIGSTOP: the broker freezes (its ZooKeeper session expires if this lasts)."""
+        self.signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.signal(signal.SIGCONT)
+
+
+class LocalCluster:
+    """A ZooKeeper (or a given `zookeeper_connect`) and N brokers, under one directory.
+
+    `ports` fixes the brokers' ports (else free ones are chosen); broker ids are 0..N-1.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        brokers: int = 3,
+        *,
+        ports: Sequence[int] | None = None,
+        zookeeper_port: int | None = None,
+        zookeeper_connect: str | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> None:
+        if ports is not None and len(ports) != brokers:
+            raise ValueError(f"{brokers} brokers need {brokers} ports, not {list(ports)}")
+        self.directory = directory
+        self.zookeeper: ZooKeeper | None = None
+        if zookeeper_connect is None:
+            self.zookeeper = ZooKeeper(directory / "zookeeper", zookeeper_port)
+            zookeeper_connect = self.zookeeper.connect
+        self.zookeeper_connect = zookeeper_connect
+        # Internal topics cannot have more replicas than there are brokers.
+        properties = {
+            "offsets.topic.replication.factor": str(min(3, brokers)),
+            **(properties or {}),
+        }
+        self.brokers = [
+            BrokerProcess(
+                i,
+                directory / f"broker-{i}",
+                zookeeper_connect,
+                port=ports[i] if ports is not None else None,
+                properties=properties,
+            )
+            for i in range(brokers)
+        ]
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(b.address for b in self.brokers)
+
+    def broker(self, broker_id: int) -> BrokerProcess:
+        return self.brokers[broker_id]
+
+    def start(self, timeout: float = 90.0) -> None:
+        """Start ZooKeeper, then every broker at once; return when all answer."""
+        try:
+            if self.zookeeper is not None:
+                self.zookeeper.start()
+            for broker in self.brokers:
+                broker.launch()
+            for broker in self.brokers:
+                broker.wait_ready(timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Stop every broker gracefully (all at once), then ZooKeeper."""
+        for broker in self.brokers:
+            broker.terminate()
+        for broker in self.brokers:
+            broker.wait(timeout)
+        if self.zookeeper is not None:
+            self.zookeeper.stop()
+
+    def kill(self) -> None:
+        for broker in self.brokers:
+            broker.kill()
+        if self.zookeeper is not None:
+            self.zookeeper.kill()
+
+    def __enter__(self) -> LocalCluster:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()

@@ -166,6 +166,7 @@ class ReplicaFetcher:
                     log.info("%r: leader %d has no known endpoint yet", self, self.leader_id)
                     await trio.sleep(self.backoff)
                     continue
+                failures: list[Exception] = []
                 try:
                     async with trio.open_nursery() as nursery:
                         connection = await BrokerConnection.open(
@@ -175,8 +176,14 @@ class ReplicaFetcher:
                             await self._replicate(connection)
                         finally:
                             await connection.aclose()
-                except (NetworkError, ProtocolError, OSError) as exc:
-                    log.info("%r: %s; retrying in %.1fs", self, exc, self.backoff)
+                except* (NetworkError, ProtocolError, OSError) as group:
+                    failures += group.exceptions
+                except* Exception as group:
+                    # A bug must stop this fetcher's round, never the broker.
+                    log.error("%r failed", self, exc_info=group)
+                    failures += group.exceptions
+                if failures:
+                    log.info("%r: %s; retrying in %.1fs", self, failures[0], self.backoff)
                     await trio.sleep(self.backoff)
 
     def _leader_endpoint(self) -> tuple[str, int] | None:
@@ -255,19 +262,19 @@ class ReplicaFetcher:
             connection.version_for(OffsetForLeaderEpochRequest, min_version=3),
             response_type=OffsetForLeaderEpochResponse,
         )
-        for topic in response.topics:
-            for answer in topic.partitions:
-                key = (topic.topic, answer.partition)
-                state = states.get(key)
-                if state is None:
+        for result in response.topics:
+            for answer in result.partitions:
+                key = (result.topic, answer.partition)
+                asked = states.get(key)
+                if asked is None:
                     continue
-                partition = self._current(key, state)
+                partition = self._current(key, asked)
                 if partition is None:
                     continue
                 if answer.error_code == ErrorCode.NONE:
-                    self._apply_epoch_end(partition, state, answer.leader_epoch, answer.end_offset)
+                    self._apply_epoch_end(partition, asked, answer.leader_epoch, answer.end_offset)
                 else:
-                    self._partition_error(key, state, answer.error_code, "OffsetForLeaderEpoch")
+                    self._partition_error(key, asked, answer.error_code, "OffsetForLeaderEpoch")
 
     def _apply_epoch_end(
         self, partition: Partition, state: PartitionFetchState, epoch: int, end_offset: int

@@ -26,7 +26,6 @@ from gregor.protocol.errors import ErrorCode
 NO_LEADER = -1
 LEADER_DURING_DELETE = -2  # a partition state's leader while its topic is being deleted
 ZERO_UUID = uuid.UUID(int=0)
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 @attrs.frozen(slots=True)

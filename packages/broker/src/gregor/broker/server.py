@@ -4,6 +4,9 @@ Handlers reach the services through `ctx.broker`:
 
 - `config`            the validated BrokerConfig
 - `broker_id`, `cluster_id`, `broker_epoch` (the czxid of our /brokers/ids registration)
+- `controller`        this broker's controller service: it registers the broker in
+                      /brokers/ids (again after a session expiry) and takes part in
+                      controller elections
 - `metadata_cache`    what the controller's UpdateMetadata requests said
 - `replica_manager`   the partitions this broker hosts (logs, leader/follower state)
 - `log_manager`       gregor-storage's LogManager: the log directories and their logs
@@ -12,32 +15,39 @@ Handlers reach the services through `ctx.broker`:
 - `socket_server`     the listeners (`socket_server.advertised()`: the endpoints in use)
 
 Startup, as Kafka's: ZooKeeper session and cluster id; the log directories (recovery runs
-in threads); the listeners are bound; the replica manager starts; the broker registers in
-/brokers/ids (its ephemeral znode is what makes it live for the controller); requests are
-served. Stop (SIGTERM): controlled shutdown first, so the controller moves leadership away,
-then everything is cancelled; the log manager closes every log cleanly on its way out. A
-SIGKILL at any moment loses nothing acknowledged: the next start recovers the logs.
+in threads); the listeners are bound; the replica manager starts; requests are served; the
+controller service registers the broker in /brokers/ids (its ephemeral znode is what makes it
+live for the controller) and joins the controller election.
+
+Stop (SIGTERM): controlled shutdown first, so the controller moves leadership away, then
+everything is cancelled; the log manager closes every log cleanly on its way out. A SIGKILL
+at any moment loses nothing acknowledged: the next start recovers the logs.
 """
 
 from __future__ import annotations
 
-import base64
 import logging
-import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from functools import partial
 
 import trio
 
 from gregor.broker.apis import load_handlers
 from gregor.broker.config import BrokerConfig
+from gregor.broker.controller import Controller, ControllerSettings, controlled_shutdown
 from gregor.broker.controller.assignment import AssignmentError, BrokerRack, assign_replicas
 from gregor.broker.metadata_cache import MetadataCache
 from gregor.broker.metrics import Metrics
 from gregor.broker.network import SocketServer
 from gregor.broker.replica_manager import ReplicaManager
 from gregor.broker.topic_names import is_internal
-from gregor.broker.zk import BrokerEndpoint, BrokerRegistration, KafkaZkClient, TopicExistsError
+from gregor.broker.zk import (
+    BrokerEndpoint,
+    BrokerRegistration,
+    KafkaZkClient,
+    TopicExistsError,
+    znodes,
+)
 from gregor.protocol.errors import ErrorCode, KafkaError, KafkaStorageError
 from gregor.storage.config import LogConfig
 from gregor.storage.manager import LogManager
@@ -45,17 +55,12 @@ from gregor.storage.manager import LogManager
 log = logging.getLogger(__name__)
 
 
-def new_cluster_id() -> str:
-    """A cluster id as Kafka makes them: a random UUID in URL-safe base64, unpadded."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-
-
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.broker_id = config.broker_id
         self.cluster_id = ""
-        self.broker_epoch = -1
+        self.controller_settings = ControllerSettings.from_config(config)
         self.metrics = Metrics()
         self.metadata_cache = MetadataCache(config.broker_id)
         self.socket_server = SocketServer(self)
@@ -66,14 +71,12 @@ class Broker:
         )
         self.replica_manager = ReplicaManager(self)
         self._log_manager: LogManager | None = None
+        self._controller: Controller | None = None
         self._topic_overrides: dict[str, dict[str, str]] = {}
         self._topic_configs: dict[str, LogConfig] = {}
         self._stop = trio.Event()
         self._nursery: trio.Nursery | None = None
         self.started = trio.Event()
-        # Set by the controller package: ask the controller to move our leaderships away
-        # (returns whether it succeeded). Without it, stopping skips that step.
-        self.controlled_shutdown: Callable[[], Awaitable[bool]] | None = None
 
     def __repr__(self) -> str:
         return f"<Broker {self.broker_id}>"
@@ -83,6 +86,17 @@ class Broker:
         if self._log_manager is None:
             raise KafkaStorageError("the log manager is not started yet")
         return self._log_manager
+
+    @property
+    def controller(self) -> Controller:
+        if self._controller is None:
+            raise KafkaStorageError("the controller service is not started yet")
+        return self._controller
+
+    @property
+    def broker_epoch(self) -> int:
+        """The czxid of our registration, -1 before it; it changes with each new session."""
+        return self._controller.broker_epoch if self._controller is not None else -1
 
     # -- topic configs -----------------------------------------------------------------------
 
@@ -123,7 +137,7 @@ class Broker:
                 assignment = assign_replicas(
                     racks, self.config.num_partitions, self.config.default_replication_factor
                 )
-                await self.zk.create_topic_assignment(name, uuid.uuid4(), assignment)
+                await self.zk.create_topic_assignment(name, znodes.new_topic_id(), assignment)
                 log.info("auto-created topic %s with assignment %s", name, assignment)
             except TopicExistsError:
                 pass
@@ -160,7 +174,7 @@ class Broker:
         config = self.config
         await self.zk.start()
         try:
-            self.cluster_id = await self.zk.create_or_get_cluster_id(new_cluster_id())
+            self.cluster_id = await self.zk.create_or_get_cluster_id(znodes.new_cluster_id())
             log.info("broker %d: cluster id %s", self.broker_id, self.cluster_id)
             self._log_manager = await trio.to_thread.run_sync(
                 partial(
@@ -177,8 +191,10 @@ class Broker:
                 await self.socket_server.bind()
                 await nursery.start(self.replica_manager.run)
                 await nursery.start(self.socket_server.serve)
-                self.broker_epoch = await self.zk.register_broker(self.registration())
-                self.zk.add_session_listener(self)
+                self._controller = Controller(
+                    self.zk, self.controller_settings, self.registration()
+                )
+                await nursery.start(self._controller.run)
                 if config.metrics_log_interval_ms > 0:
                     nursery.start_soon(
                         self.metrics.log_periodically, config.metrics_log_interval_ms / 1000
@@ -194,35 +210,15 @@ class Broker:
                 await self._shutdown_gracefully()
                 nursery.cancel_scope.cancel()
         finally:
-            self.zk.remove_session_listener(self)
             await self.zk.close()
             log.info("broker %d stopped", self.broker_id)
 
     async def _shutdown_gracefully(self) -> None:
         log.info("broker %d shutting down", self.broker_id)
-        if self.config.controlled_shutdown_enable and self.controlled_shutdown is not None:
+        if self.config.controlled_shutdown_enable and self.broker_epoch >= 0:
+            # While we still serve: if we are the controller, the request is for us.
             try:
-                done = await self.controlled_shutdown()
-            except Exception:
-                log.exception("controlled shutdown failed")
-                done = False
-            if not done:
-                log.warning("controlled shutdown did not complete; stopping anyway")
+                await controlled_shutdown(self.zk, self.controller_settings, self.broker_epoch)
+            except* Exception as group:
+                log.error("controlled shutdown failed; stopping anyway", exc_info=group)
         self.replica_manager.shutdown()
-
-    # -- ZooKeeper session events (SessionListener) -------------------------------------------
-
-    def session_expired(self) -> None:
-        log.warning("broker %d: ZooKeeper session expired; waiting for a new one", self.broker_id)
-
-    def session_established(self) -> None:
-        if self._nursery is not None:
-            self._nursery.start_soon(self._register_again)
-
-    async def _register_again(self) -> None:
-        """A new session: our ephemeral registration went with the old one."""
-        try:
-            self.broker_epoch = await self.zk.register_broker(self.registration())
-        except Exception:
-            log.exception("broker %d: re-registration failed; stopping", self.broker_id)
-            self.request_stop()

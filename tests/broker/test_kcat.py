@@ -1,0 +1,68 @@
+"""kcat (librdkafka's command-line client) against a real three-broker cluster."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from gregor.broker.devcluster import LocalCluster
+from gregor_testing.cluster import create_topic, unique_topic
+
+pytestmark = pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
+
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+
+
+def kcat(cluster: LocalCluster, *args: str, stdin: bytes | None = None) -> str:
+    done = subprocess.run(
+        ["kcat", "-b", cluster.bootstrap_servers, *args],
+        input=stdin,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    return done.stdout.decode()
+
+
+def test_list_shows_brokers_topics_and_leaders(shared_cluster: LocalCluster) -> None:
+    topic = unique_topic("listed")
+    assignment = create_topic(shared_cluster, topic, partitions=3, replication_factor=3)
+    listing = kcat(shared_cluster, "-L", "-t", topic)
+    for broker in shared_cluster.brokers:
+        assert f"broker {broker.broker_id} at {broker.address}" in listing
+    assert f'topic "{topic}" with 3 partitions' in listing
+    for partition, replicas in assignment.items():
+        expected = ",".join(map(str, replicas))
+        assert (
+            f"partition {partition}, leader {replicas[0]}, replicas: {expected}, isrs: " in listing
+        )
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_produce_and_consume_with_every_codec(shared_cluster: LocalCluster, codec: str) -> None:
+    topic = unique_topic(f"kcat-{codec}")
+    create_topic(shared_cluster, topic, partitions=1, replication_factor=3)
+    values = [f"{codec}-record-{i}-" + "x" * (i % 50) for i in range(500)]
+    kcat(
+        shared_cluster,
+        "-P",
+        "-t",
+        topic,
+        "-p",
+        "0",
+        "-z",
+        codec,
+        "-K",
+        ":",
+        "-X",
+        "acks=all",
+        stdin="".join(f"key{i}:{v}\n" for i, v in enumerate(values)).encode(),
+    )
+    out = kcat(
+        shared_cluster, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-f", "%o|%k|%s\n"
+    )
+    lines = out.splitlines()
+    assert lines == [f"{i}|key{i}|{v}" for i, v in enumerate(values)]

@@ -1,0 +1,203 @@
+"""pytest fixtures for real gregor-broker clusters, and what tests do with them.
+
+Clusters run on the session's ZooKeeper, each in a chroot of its own, with brokers started as
+`gregor-broker` processes by `gregor.broker.devcluster`. Every process a fixture starts is
+stopped by it, also when the test fails; a failed test shows the tail of each broker's log.
+
+- `cluster_factory(brokers=3, **properties)`: clusters for this test alone (tests that kill,
+  pause or restart brokers);
+- `cluster`: three brokers for this test;
+- `shared_cluster`: three brokers shared by a test module (tests use topics of their own).
+
+Topics are created as a ZooKeeper-mode admin tool creates them (`create_topic`): the topic's
+znode with its replica assignment; the controller then elects leaders and tells the brokers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+import uuid
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+
+from gregor.broker.devcluster import LocalCluster, ZooKeeper, send_request
+from gregor.broker.zk import ReplicaAssignment, znodes
+from gregor.protocol.apis.metadata import (
+    MetadataRequest,
+    MetadataRequestTopic,
+    MetadataResponse,
+    MetadataResponsePartition,
+)
+
+_clusters = itertools.count()
+METADATA_VERSION = 9
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"report_{report.when}", report)
+
+
+def _failed(request: pytest.FixtureRequest) -> bool:
+    report = getattr(request.node, "report_call", None)
+    return report is None or report.failed
+
+
+def _start_cluster(
+    directory: Path, zookeeper: ZooKeeper, brokers: int, properties: Mapping[str, str]
+) -> LocalCluster:
+    chroot = f"/gregor-{next(_clusters)}-{uuid.uuid4().hex[:8]}"
+    cluster = LocalCluster(
+        directory,
+        brokers,
+        zookeeper_connect=zookeeper.connect + chroot,
+        properties=properties,
+    )
+    cluster.start()
+    return cluster
+
+
+def _stop(cluster: LocalCluster, show_logs: bool) -> None:
+    cluster.stop()
+    if show_logs:
+        for broker in cluster.brokers:
+            print(f"----- broker {broker.broker_id} ({broker.log_path}) -----")
+            print(broker.log_tail(6000))
+
+
+@pytest.fixture
+def cluster_factory(
+    request: pytest.FixtureRequest, tmp_path: Path, zookeeper: ZooKeeper
+) -> Iterator[Callable[..., LocalCluster]]:
+    started: list[LocalCluster] = []
+
+    def make(brokers: int = 3, **properties: Any) -> LocalCluster:
+        props = {key.replace("_", "."): str(value) for key, value in properties.items()}
+        cluster = _start_cluster(tmp_path / f"cluster-{len(started)}", zookeeper, brokers, props)
+        started.append(cluster)
+        return cluster
+
+    yield make
+    for cluster in started:
+        _stop(cluster, _failed(request))
+
+
+@pytest.fixture
+def cluster(cluster_factory: Callable[..., LocalCluster]) -> LocalCluster:
+    return cluster_factory(3)
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    zookeeper: ZooKeeper,
+) -> Iterator[LocalCluster]:
+    cluster = _start_cluster(tmp_path_factory.mktemp("shared-cluster"), zookeeper, 3, {})
+    yield cluster
+    _stop(cluster, request.session.testsfailed > 0)
+
+
+def unique_topic(prefix: str = "t") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def metadata(
+    cluster: LocalCluster, topics: Sequence[str] | None, broker_id: int = 0
+) -> MetadataResponse:
+    broker = cluster.broker(broker_id)
+    request = MetadataRequest(
+        topics=None if topics is None else [MetadataRequestTopic(name=t) for t in topics],
+        allow_auto_topic_creation=False,
+    )
+    response = send_request(broker.host, broker.port, request, METADATA_VERSION)
+    assert isinstance(response, MetadataResponse)
+    return response
+
+
+def partitions_of(
+    cluster: LocalCluster, topic: str, broker_id: int = 0
+) -> dict[int, MetadataResponsePartition]:
+    """The topic's partitions as a broker's Metadata answer shows them ({} if unknown)."""
+    response = metadata(cluster, [topic], broker_id)
+    found = [t for t in response.topics if t.name == topic and t.error_code == 0]
+    return {p.partition_index: p for p in found[0].partitions} if found else {}
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.1)
+
+
+def wait_for_topic(
+    cluster: LocalCluster, topic: str, partitions: int, timeout: float = 30.0, full_isr: bool = True
+) -> None:
+    """Until every live broker reports every partition led (and, by default, fully in sync)."""
+
+    def ready() -> bool:
+        for broker in cluster.brokers:
+            if not broker.is_running():
+                continue
+            try:
+                seen = partitions_of(cluster, topic, broker.broker_id)
+            except OSError:
+                return False
+            if len(seen) != partitions:
+                return False
+            for p in seen.values():
+                if p.error_code != 0 or p.leader_id < 0:
+                    return False
+                if full_isr and sorted(p.isr_nodes) != sorted(p.replica_nodes):
+                    return False
+        return True
+
+    wait_for(ready, timeout, f"topic {topic} with {partitions} partitions to be ready")
+
+
+def create_topic(
+    cluster: LocalCluster,
+    name: str,
+    partitions: int = 1,
+    replication_factor: int = 1,
+    *,
+    assignment: Mapping[int, Sequence[int]] | None = None,
+    configs: Mapping[str, str] | None = None,
+    timeout: float = 30.0,
+) -> dict[int, list[int]]:
+    """Create a topic through ZooKeeper (as `kafka-topics.sh --zookeeper` did) and wait until
+    every broker has it. Replicas go round robin from broker 0 unless `assignment` says."""
+    count = len(cluster.brokers)
+    chosen = {
+        p: list(assignment[p])
+        if assignment
+        else [(p + r) % count for r in range(replication_factor)]
+        for p in (assignment or range(partitions))
+    }
+    client = KazooClient(cluster.zookeeper_connect)
+    client.start(timeout=15)
+    try:
+        if configs:
+            path = znodes.config_entity_path(znodes.CONFIG_TOPICS, name)
+            client.create(path, znodes.encode_entity_config(dict(configs)), makepath=True)
+        client.create(
+            znodes.topic_path(name),
+            znodes.encode_topic(
+                znodes.new_topic_id(), {p: ReplicaAssignment(tuple(r)) for p, r in chosen.items()}
+            ),
+            makepath=True,
+        )
+    finally:
+        client.stop()
+        client.close()
+    wait_for_topic(cluster, name, len(chosen), timeout)
+    return chosen
