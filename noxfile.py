@@ -96,3 +96,10 @@ def fuzz_records(session: nox.Session) -> None:
     scale = {"GREGOR_FUZZ_SCALE": "50"}
     session.run("pytest", fuzz, *session.posargs, env=scale)
     session.run("pytest", fuzz, *session.posargs, env={**scale, "GREGOR_NO_EXTENSIONS": "1"})
+
+
+@nox.session
+def bench_protocol(session: nox.Session) -> None:
+    """Record batch encode/decode: gregor-protocol against kafka-python and aiokafka."""
+    install(session, "protocol", extra=["kafka-python>=2.0.2", "aiokafka>=0.11"])
+    session.run("python", "bench/bench_protocol.py", *session.posargs)
