@@ -12,6 +12,7 @@ Handlers reach the services through `ctx.broker`:
 - `log_manager`       gregor-storage's LogManager: the log directories and their logs
 - `zk`                the KafkaZkClient (gregor.broker.zk)
 - `metrics`           the in-process metrics
+- `topic_log_config(topic)` a topic's LogConfig (dynamic overrides from /config applied)
 - `socket_server`     the listeners (`socket_server.advertised()`: the endpoints in use)
 
 Startup, as Kafka's: ZooKeeper session and cluster id; the log directories (recovery runs
@@ -34,6 +35,7 @@ import trio
 
 from gregor.broker.apis import load_handlers
 from gregor.broker.config import BrokerConfig
+from gregor.broker.config_manager import DynamicConfigManager
 from gregor.broker.controller import Controller, ControllerSettings, controlled_shutdown
 from gregor.broker.controller.assignment import AssignmentError, BrokerRack, assign_replicas
 from gregor.broker.metadata_cache import MetadataCache
@@ -74,6 +76,8 @@ class Broker:
         self._controller: Controller | None = None
         self._topic_overrides: dict[str, dict[str, str]] = {}
         self._topic_configs: dict[str, LogConfig] = {}
+        self.log_defaults = config.log_config
+        self.config_manager = DynamicConfigManager(self)
         self._stop = trio.Event()
         self._nursery: trio.Nursery | None = None
         self.started = trio.Event()
@@ -103,11 +107,11 @@ class Broker:
     def topic_log_config(self, topic: str) -> LogConfig:
         """The topic's log settings: the broker's `log.*` defaults and its overrides."""
         found = self._topic_configs.get(topic)
-        return found if found is not None else self.config.log_config
+        return found if found is not None else self.log_defaults
 
     def update_topic_config(self, topic: str, overrides: Mapping[str, str]) -> LogConfig:
         """A topic's overrides changed (/config/topics/T): apply them to its logs."""
-        config = LogConfig.from_properties(overrides, defaults=self.config.log_config)
+        config = LogConfig.from_properties(overrides, defaults=self.log_defaults)
         if overrides:
             self._topic_overrides[topic] = dict(overrides)
             self._topic_configs[topic] = config
@@ -117,6 +121,22 @@ class Broker:
         if self._log_manager is not None:
             self._log_manager.update_config(topic, config)
         return config
+
+    def update_dynamic_broker_config(self, dynamic: Mapping[str, str]) -> None:
+        """Dynamic broker settings (/config/brokers): new defaults for every topic."""
+        defaults = LogConfig.from_server_properties({**self.config.properties, **dynamic})
+        if defaults == self.log_defaults:
+            return
+        self.log_defaults = defaults
+        self._topic_configs = {
+            topic: LogConfig.from_properties(overrides, defaults=defaults)
+            for topic, overrides in self._topic_overrides.items()
+        }
+        if self._log_manager is not None:
+            self._log_manager.default_config = defaults
+            for topic in {t for t, _ in self._log_manager.logs}:
+                self._log_manager.update_config(topic, self.topic_log_config(topic))
+        log.info("broker %d: dynamic broker settings %s", self.broker_id, dict(dynamic))
 
     # -- auto-creation -----------------------------------------------------------------------
 
@@ -176,11 +196,12 @@ class Broker:
         try:
             self.cluster_id = await self.zk.create_or_get_cluster_id(znodes.new_cluster_id())
             log.info("broker %d: cluster id %s", self.broker_id, self.cluster_id)
+            await self.config_manager.load()
             self._log_manager = await trio.to_thread.run_sync(
                 partial(
                     LogManager.open,
                     config.log_manager_config,
-                    config.log_config,
+                    self.log_defaults,
                     cluster_id=self.cluster_id,
                     topic_config=self.topic_log_config,
                 )
@@ -188,6 +209,7 @@ class Broker:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 await nursery.start(self.log_manager.run)
+                await nursery.start(self.config_manager.run)
                 await self.socket_server.bind()
                 await nursery.start(self.replica_manager.run)
                 await nursery.start(self.socket_server.serve)

@@ -40,7 +40,12 @@ async def leader_and_isr(
 ) -> LeaderAndIsrResponse:
     if broker_epoch_is_stale(ctx, request.broker_epoch):
         return LeaderAndIsrResponse(error_code=ErrorCode.STALE_BROKER_EPOCH)
-    return ctx.broker.replica_manager.become_leader_or_follower(request, version)
+    broker = ctx.broker
+    hosted = {topic for topic, _ in broker.log_manager.logs}
+    named = {s.topic_name for s in request.ungrouped_partition_states}
+    named |= {t.topic_name for t in request.topic_states}
+    await broker.config_manager.load_topics(named - hosted)
+    return broker.replica_manager.become_leader_or_follower(request, version)
 
 
 @handles(ApiKey.UPDATE_METADATA, "0-8")
