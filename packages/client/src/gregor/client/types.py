@@ -30,8 +30,6 @@ class RecordMetadata(NamedTuple):
     partition: int
     offset: int
     timestamp: int  # CreateTime as sent, or the broker's LogAppendTime
-    serialized_key_size: int = -1
-    serialized_value_size: int = -1
 
     @property
     def topic_partition(self) -> TopicPartition:

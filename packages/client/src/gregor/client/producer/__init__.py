@@ -1,0 +1,6 @@
+"""The producer: Producer (blocking) and AsyncProducer (trio and asyncio)."""
+
+from gregor.client.producer.batch import RecordFuture
+from gregor.client.producer.sync import Producer
+
+__all__ = ["Producer", "RecordFuture"]

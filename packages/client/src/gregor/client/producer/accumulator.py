@@ -1,0 +1,265 @@
+"""The record accumulator: per-partition queues of batches between produce() and the sender.
+
+- produce() appends to the open batch of its partition, starting a new one when the record
+  would take it past `batch.size` (a record larger than that gets a batch of its own).
+- A partition is ready to send when its first batch is full, has waited `linger.ms`, or a
+  flush or close is under way; its retry backoff must have passed; and, for ordering, no
+  other batch of it may be in flight (up to `max.in.flight` when idempotence numbers them,
+  so the broker can put retries back in order).
+- `buffer.memory` bounds the bytes of records not yet acknowledged. An append that does not
+  fit returns None and the caller waits for room (up to `max.block.ms`).
+
+Appends come from the application's threads, drains from the sender, so one lock guards
+the queues; it is held for a record's encoding, which is the cheap path either way. When an
+append makes a batch ready while the sender sleeps, it wakes the sender.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+
+import attrs
+
+from gregor.client.cluster import Cluster
+from gregor.client.producer.batch import DeliveryCallback, ProducerBatch
+from gregor.client.types import TopicPartition
+from gregor.protocol.errors import KafkaError, MessageTooLargeError
+from gregor.protocol.records import BATCH_HEADER_SIZE, Compression
+
+# A record's overhead beyond its key and value: length, attributes, deltas, header count.
+_RECORD_OVERHEAD = 21
+
+
+def record_size(
+    key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes | None]]
+) -> int:
+    size = _RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
+    for name, header_value in headers:
+        size += len(name) + (len(header_value) if header_value else 0) + 4
+    return size
+
+
+@attrs.define
+class ReadyCheck:
+    """What `ready` found: who to send to, and when to look again."""
+
+    nodes: set[int] = attrs.Factory(set)
+    next_check: float = float("inf")  # time.monotonic() of the next linger or backoff expiry
+    unknown_leaders: set[str] = attrs.Factory(set)
+
+
+class Accumulator:
+    def __init__(
+        self,
+        *,
+        batch_size: int,
+        linger_ms: int,
+        buffer_memory: int,
+        compression: Compression,
+        max_request_size: int,
+        max_in_flight_per_partition: int = 1,
+    ) -> None:
+        self.batch_size = batch_size
+        self.linger = linger_ms / 1000
+        self.buffer_memory = buffer_memory
+        self.compression = compression
+        self.max_request_size = max_request_size
+        self.max_in_flight_per_partition = max_in_flight_per_partition
+        self.lock = threading.Lock()
+        # Waiters for room in the buffer, or for every batch to complete (flush).
+        self.changed = threading.Condition(self.lock)
+        self.listeners: list[Callable[[], None]] = []  # called (unlocked) on completions
+        self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self._in_flight: dict[TopicPartition, int] = {}
+        self._order = itertools.count()
+        self.memory_used = 0
+        self.incomplete = 0  # batches created and not yet completed
+        self.flushing = 0
+        self.closed = False
+        self.sender_idle = False
+        self.wake_sender: Callable[[], None] = lambda: None
+
+    # -- the application's side ------------------------------------------------------------
+
+    def append(
+        self,
+        tp: TopicPartition,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[tuple[str, bytes | None]],
+        timestamp: int,
+        callback: DeliveryCallback | None,
+    ) -> tuple[ProducerBatch, int, int] | None:
+        """Add a record: its batch, index and estimated size; None when the buffer has no
+        room for it now."""
+        size = record_size(key, value, headers)
+        if size + BATCH_HEADER_SIZE > self.max_request_size:
+            raise MessageTooLargeError(
+                f"a record of {size} bytes to {tp} exceeds max.request.size={self.max_request_size}"
+            )
+        if size > self.buffer_memory:
+            raise MessageTooLargeError(
+                f"a record of {size} bytes to {tp} exceeds buffer.memory={self.buffer_memory}"
+            )
+        wake = False
+        with self.lock:
+            if self.closed:
+                raise KafkaError("the producer is closed")
+            if self.memory_used + size > self.buffer_memory:
+                return None
+            queue = self._queues.get(tp)
+            if queue is None:
+                queue = self._queues[tp] = deque()
+            batch = queue[-1] if queue else None
+            if (
+                batch is None
+                or not batch.is_open
+                or (batch.count and batch.size + size > self.batch_size)
+            ):
+                if batch is not None and batch.is_open:
+                    batch.is_open = False
+                batch = ProducerBatch(tp, self.compression, time.monotonic(), next(self._order))
+                queue.append(batch)
+                self.incomplete += 1
+                wake = self.linger == 0 or len(queue) > 1
+            index = batch.count
+            try:
+                batch.builder.append(value, key, headers, timestamp)
+            except Exception:
+                if index == 0:  # do not leave an empty batch behind
+                    queue.pop()
+                    self.incomplete -= 1
+                raise
+            batch.count = index + 1
+            batch.size += size
+            self.memory_used += size
+            if callback is not None:
+                if batch.callbacks is None:
+                    batch.callbacks = []
+                batch.callbacks.append((index, timestamp, callback))
+            if batch.size >= self.batch_size:
+                batch.is_open = False
+                wake = True
+            if wake and self.sender_idle:
+                self.sender_idle = False
+            else:
+                wake = False
+        if wake:
+            self.wake_sender()
+        return batch, index, size
+
+    def queue_size(self, partition: int, topic: str) -> int:
+        """Batches waiting for a partition (the adaptive partitioner's load signal)."""
+        queue = self._queues.get(TopicPartition(topic, partition))
+        return len(queue) if queue else 0
+
+    # -- the sender's side -----------------------------------------------------------------
+
+    def ready(self, cluster: Cluster, now: float, delivery_timeout: float) -> ReadyCheck:
+        """Nodes with something to send now, and when something else will be (a linger or
+        backoff ending, or a batch reaching its delivery timeout)."""
+        check = ReadyCheck()
+        linger = self.linger
+        hurry = self.flushing > 0 or self.closed
+        limit = self.max_in_flight_per_partition
+        with self.lock:
+            for tp, queue in self._queues.items():
+                if not queue:
+                    continue
+                first = queue[0]
+                check.next_check = min(check.next_check, first.created + delivery_timeout)
+                if self._in_flight.get(tp, 0) >= limit:
+                    continue
+                leader = cluster.leader_for(tp)
+                if leader < 0:
+                    check.unknown_leaders.add(tp.topic)
+                    continue
+                if first.retry_at > now:
+                    check.next_check = min(check.next_check, first.retry_at)
+                elif hurry or not first.is_open or len(queue) > 1 or now - first.created >= linger:
+                    check.nodes.add(leader)
+                else:
+                    check.next_check = min(check.next_check, first.created + linger)
+        return check
+
+    def drain(
+        self, cluster: Cluster, nodes: set[int], now: float
+    ) -> dict[int, list[ProducerBatch]]:
+        """Take the first sendable batch of each partition led by these nodes, up to
+        max.request.size per node. Drained batches count as in flight until done."""
+        out: dict[int, list[ProducerBatch]] = {}
+        sizes: dict[int, int] = {}
+        limit = self.max_in_flight_per_partition
+        with self.lock:
+            for tp, queue in self._queues.items():
+                if not queue or self._in_flight.get(tp, 0) >= limit:
+                    continue
+                leader = cluster.leader_for(tp)
+                if leader not in nodes:
+                    continue
+                first = queue[0]
+                if first.retry_at > now:
+                    continue
+                size = first.size + BATCH_HEADER_SIZE
+                if out.get(leader) and sizes[leader] + size > self.max_request_size:
+                    continue
+                queue.popleft()
+                first.is_open = False
+                self._in_flight[tp] = self._in_flight.get(tp, 0) + 1
+                out.setdefault(leader, []).append(first)
+                sizes[leader] = sizes.get(leader, 0) + size
+        return out
+
+    def expire(self, now: float, delivery_timeout: float) -> list[ProducerBatch]:
+        """Remove queued batches older than delivery.timeout.ms (the caller fails them)."""
+        expired: list[ProducerBatch] = []
+        with self.lock:
+            for queue in self._queues.values():
+                while queue and now - queue[0].created >= delivery_timeout:
+                    batch = queue.popleft()
+                    batch.is_open = False
+                    expired.append(batch)
+        return expired
+
+    def reenqueue(self, batch: ProducerBatch, retry_at: float) -> None:
+        """Put a batch back in its queue, before every batch created after it, for a retry
+        after its backoff (with several in flight, failures may come back in any order)."""
+        with self.lock:
+            batch.retry_at = retry_at
+            self._in_flight[batch.tp] -= 1
+            queue = self._queues.setdefault(batch.tp, deque())
+            at = next((i for i, b in enumerate(queue) if b.order > batch.order), len(queue))
+            queue.insert(at, batch)
+
+    def sent(self, batch: ProducerBatch) -> None:
+        """A drained batch is no longer in flight (it completed or will be re-enqueued)."""
+        with self.lock:
+            self._in_flight[batch.tp] -= 1
+
+    def completed(self, batches: Sequence[ProducerBatch]) -> None:
+        """Account for batches that reached their outcome: memory back, flush progress."""
+        with self.lock:
+            for batch in batches:
+                self.memory_used -= batch.size
+                self.incomplete -= 1
+            self.changed.notify_all()
+        for listener in self.listeners:
+            listener()
+
+    def abort_all(self, error: KafkaError) -> list[ProducerBatch]:
+        """Take every queued batch out (the caller fails them with `error`)."""
+        with self.lock:
+            batches = [b for queue in self._queues.values() for b in queue]
+            for queue in self._queues.values():
+                queue.clear()
+        for batch in batches:
+            batch.is_open = False
+        return batches
+
+    def has_unsent(self) -> bool:
+        with self.lock:
+            return any(self._queues.values())

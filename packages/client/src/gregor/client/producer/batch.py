@@ -1,0 +1,170 @@
+"""A batch of records for one partition, and the future of each record in it.
+
+Records are encoded into the batch as they are produced (`BatchBuilder`), so a produce
+call does the per-record work once and the sender only seals, compresses and ships whole
+batches. Delivery is decided per batch: every record of a batch shares its outcome, and a
+record's offset is the batch's base offset plus its index.
+
+Completion happens on the I/O side; callers wait in their own way, so a batch keeps a list
+of callbacks (set a threading.Event, a trio.Event, or schedule onto an asyncio loop). The
+list and the done flag are guarded by one lock shared by all batches: registering a waiter
+and completing must not interleave, and contention is rare.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from gregor.client.types import RecordMetadata, TopicPartition
+from gregor.protocol.errors import KafkaError, RequestTimedOutError
+from gregor.protocol.records import BatchBuilder, Compression
+
+_COMPLETION = threading.Lock()
+
+# on_delivery(error, metadata): error is None on success.
+DeliveryCallback = Callable[[KafkaError | None, RecordMetadata], Any]
+
+
+class ProducerBatch:
+    __slots__ = (
+        "_done_callbacks",
+        "attempts",
+        "base_offset",
+        "base_sequence",
+        "builder",
+        "callbacks",
+        "count",
+        "created",
+        "data",
+        "done",
+        "error",
+        "is_open",
+        "last_error",
+        "log_append_time",
+        "order",
+        "producer_epoch",
+        "producer_id",
+        "retry_at",
+        "size",
+        "tp",
+    )
+
+    def __init__(
+        self, tp: TopicPartition, compression: Compression, created: float, order: int = 0
+    ) -> None:
+        self.tp = tp
+        self.order = order  # creation order within the partition: retries go back in order
+        self.builder = BatchBuilder(compression)
+        self.created = created  # time.monotonic()
+        self.count = 0
+        self.size = 0  # estimated bytes of its records, for batch.size and buffer.memory
+        self.is_open = True  # still accepting records
+        # (index, timestamp, on_delivery) of the records that asked for a callback.
+        self.callbacks: list[tuple[int, int, DeliveryCallback]] | None = None
+        self.data: bytes | None = None  # the sealed batch, once drained
+        self.attempts = 0
+        self.retry_at = 0.0
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.base_sequence = -1
+        self.done = False
+        self.base_offset = -1
+        self.log_append_time = -1
+        self.error: KafkaError | None = None
+        self.last_error: KafkaError | None = None  # of the latest retried attempt
+        self._done_callbacks: list[Callable[[ProducerBatch], None]] | None = None
+
+    def __repr__(self) -> str:
+        return f"<ProducerBatch {self.tp} records={self.count} attempts={self.attempts}>"
+
+    def seal(self) -> bytes:
+        """The batch's bytes, built once (a retry sends the same bytes, same sequence)."""
+        if self.data is None:
+            builder = self.builder
+            builder.producer_id = self.producer_id
+            builder.producer_epoch = self.producer_epoch
+            builder.base_sequence = self.base_sequence
+            self.data = builder.build()
+        return self.data
+
+    def on_done(self, callback: Callable[[ProducerBatch], None]) -> None:
+        """Run `callback(batch)` once the batch is complete (now, if it already is)."""
+        with _COMPLETION:
+            if not self.done:
+                if self._done_callbacks is None:
+                    self._done_callbacks = []
+                self._done_callbacks.append(callback)
+                return
+        callback(self)
+
+    def complete(
+        self, base_offset: int = -1, log_append_time: int = -1, error: KafkaError | None = None
+    ) -> None:
+        with _COMPLETION:
+            if self.done:
+                return
+            self.base_offset = base_offset
+            self.log_append_time = log_append_time
+            self.error = error
+            self.done = True
+            callbacks, self._done_callbacks = self._done_callbacks, None
+        for callback in callbacks or ():
+            callback(self)
+
+    def metadata(self, index: int, timestamp: int) -> RecordMetadata:
+        offset = self.base_offset + index if self.base_offset >= 0 else -1
+        when = self.log_append_time if self.log_append_time >= 0 else timestamp
+        return RecordMetadata(self.tp.topic, self.tp.partition, offset, when)
+
+    def run_delivery_callbacks(self) -> None:
+        """Call each record's on_delivery (in the caller's thread)."""
+        for index, timestamp, callback in self.callbacks or ():
+            callback(self.error, self.metadata(index, timestamp))
+
+
+class RecordFuture:
+    """The outcome of one produced record."""
+
+    __slots__ = ("_batch", "_index", "_timestamp")
+
+    def __init__(self, batch: ProducerBatch, index: int, timestamp: int) -> None:
+        self._batch = batch
+        self._index = index
+        self._timestamp = timestamp
+
+    def done(self) -> bool:
+        return self._batch.done
+
+    def _outcome(self) -> RecordMetadata:
+        batch = self._batch
+        if batch.error is not None:
+            raise batch.error
+        return batch.metadata(self._index, self._timestamp)
+
+    def result(self, timeout: float | None = None) -> RecordMetadata:
+        """Wait for delivery (from a thread other than the client's event loop)."""
+        if not self._batch.done:
+            event = threading.Event()
+            self._batch.on_done(lambda _: event.set())
+            if not event.wait(timeout):
+                raise RequestTimedOutError(
+                    f"record to {self._batch.tp} not delivered within {timeout}s"
+                )
+        return self._outcome()
+
+    def exception(self, timeout: float | None = None) -> KafkaError | None:
+        try:
+            self.result(timeout)
+        except KafkaError as exc:
+            return exc
+        return None
+
+    def add_done_callback(self, callback: Callable[[RecordFuture], Any]) -> None:
+        """Run `callback(future)` when delivered or failed, on the client's I/O side."""
+        self._batch.on_done(lambda _: callback(self))
+
+    def __repr__(self) -> str:
+        state = "done" if self._batch.done else "pending"
+        return f"<RecordFuture {self._batch.tp} #{self._index} {state}>"

@@ -1,0 +1,189 @@
+"""The producer's core, shared by Producer and AsyncProducer.
+
+The part that runs in the caller's thread (`prepare` + `Accumulator.append`) serializes,
+picks the partition and encodes the record into its batch; the part on the trio loop
+(`run`) keeps metadata fresh and sends. The wrappers only decide how to wait: for metadata
+of a new topic, for room in the buffer, for a flush.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import trio
+
+from gregor.client.config import ProducerConfig
+from gregor.client.network import NetworkClient
+from gregor.client.partitioner import StickyPartitions, key_partitioner
+from gregor.client.producer.accumulator import Accumulator
+from gregor.client.producer.sender import Sender
+from gregor.client.producer.transactions import TransactionManager
+from gregor.client.serialization import serializer
+from gregor.client.types import TopicPartition
+from gregor.protocol.errors import KafkaError, UnknownTopicOrPartitionError
+from gregor.protocol.records import Compression
+
+Headers = Mapping[str, bytes | str | None] | Iterable[tuple[str, bytes | str | None]] | None
+
+_CODECS = {
+    "none": Compression.NONE,
+    "gzip": Compression.GZIP,
+    "snappy": Compression.SNAPPY,
+    "lz4": Compression.LZ4,
+    "zstd": Compression.ZSTD,
+}
+
+
+def normalize_headers(headers: Headers) -> list[tuple[str, bytes | None]]:
+    if not headers:
+        return []
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    out: list[tuple[str, bytes | None]] = []
+    for name, value in items:
+        if not isinstance(name, str):
+            raise TypeError(f"header names are str, not {type(name).__name__}")
+        out.append((name, value.encode() if isinstance(value, str) else value))
+    return out
+
+
+class NeedMetadata(Exception):
+    """`prepare` cannot choose a partition before metadata knows the topic."""
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(topic)
+        self.topic = topic
+
+
+class ProducerCore:
+    def __init__(self, config: ProducerConfig) -> None:
+        self.config = config
+        # Ordering with retries needs one batch in flight per partition, unless nothing is
+        # retried; the sender allows more once the broker numbers batches (idempotence).
+        per_partition = config.max_in_flight_requests_per_connection if config.retries == 0 else 1
+        self.client = NetworkClient(
+            config, max_in_flight=config.max_in_flight_requests_per_connection
+        )
+        self.accumulator = Accumulator(
+            batch_size=config.batch_size,
+            linger_ms=config.linger_ms,
+            buffer_memory=config.buffer_memory,
+            compression=_CODECS[config.compression_type],
+            max_request_size=config.max_request_size,
+            max_in_flight_per_partition=per_partition,
+        )
+        self.transactions = TransactionManager(config, self.client)
+        self.sender = Sender(config, self.accumulator, self.client, self.transactions)
+        self.key_serializer = serializer(config.key_serializer, "key.serializer")
+        self.value_serializer = serializer(config.value_serializer, "value.serializer")
+        self.partition_for_key = key_partitioner(config.partitioner, config.partitioner_ignore_keys)
+        self.sticky = StickyPartitions(
+            config.batch_size, adaptive=config.partitioner_adaptive_partitioning_enable
+        )
+        self._sticky_lock = threading.Lock()
+        self.max_block = config.max_block_ms / 1000
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.client.run)
+            await nursery.start(self.sender.run)
+            task_status.started()
+
+    # -- the caller's side -----------------------------------------------------------------
+
+    def prepare(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: int | None,
+        headers: Headers,
+        timestamp: int | None,
+    ) -> tuple[
+        TopicPartition, bytes | None, bytes | None, list[tuple[str, bytes | None]], int, bool
+    ]:
+        """Serialize and choose the partition: (tp, key, value, headers, timestamp, sticky).
+
+        Raises NeedMetadata when the topic's partition count is not known yet.
+        """
+        if not isinstance(topic, str) or not topic:
+            raise TypeError(f"topic must be a non-empty str, not {topic!r}")
+        if self.transactions.fatal is not None:
+            raise self.transactions.fatal
+        cluster = self.client.cluster
+        count = cluster.partition_count(topic)
+        if count is None:
+            raise NeedMetadata(topic)
+        if self.key_serializer is not None:
+            key = self.key_serializer(key, topic)
+        if self.value_serializer is not None:
+            value = self.value_serializer(value, topic)
+        sticky = False
+        if partition is None:
+            chosen = self.partition_for_key(topic, key, count) if count else None
+            if chosen is None:
+                with self._sticky_lock:
+                    chosen = self.sticky.partition(
+                        topic, count, cluster.available_partitions(topic), self._queue_sizer(topic)
+                    )
+                sticky = True
+            partition = chosen
+        elif not 0 <= partition < count:
+            raise UnknownTopicOrPartitionError(
+                f"partition {partition} of topic {topic!r} does not exist "
+                f"(it has {count} partitions)"
+            )
+        if timestamp is None:
+            timestamp = time.time_ns() // 1_000_000
+        return (
+            TopicPartition(topic, partition),
+            key,
+            value,
+            normalize_headers(headers),
+            timestamp,
+            sticky,
+        )
+
+    def _queue_sizer(self, topic: str) -> Any:
+        if not self.sticky.adaptive:
+            return None
+        size = self.accumulator.queue_size
+        return lambda partition: size(partition, topic)
+
+    def appended(self, tp: TopicPartition, nbytes: int) -> None:
+        """Count bytes that went to a sticky partition (it may switch)."""
+        cluster = self.client.cluster
+        with self._sticky_lock:
+            self.sticky.appended(
+                tp.topic,
+                nbytes,
+                cluster.partition_count(tp.topic) or 1,
+                cluster.available_partitions(tp.topic),
+                self._queue_sizer(tp.topic),
+            )
+
+    def partitions_for(self, topic: str) -> Sequence[int] | None:
+        count = self.client.cluster.partition_count(topic)
+        return None if count is None else list(range(count))
+
+    # -- the loop's side -------------------------------------------------------------------
+
+    async def wait_for_topic(self, topic: str) -> None:
+        await self.client.wait_for_topic(topic, self.max_block)
+
+    async def close(self, timeout: float) -> None:
+        """Send what is queued, wait up to `timeout`, then fail whatever is left."""
+        self.sender.closing = True
+        accumulator = self.accumulator
+        with accumulator.lock:
+            accumulator.flushing += 1
+        self.sender.wake()
+        with trio.move_on_after(timeout):
+            while accumulator.incomplete:
+                await trio.sleep(0.01)
+        error = KafkaError("the producer was closed before these records were sent")
+        with accumulator.lock:
+            accumulator.closed = True
+        self.sender._fail_all(error)

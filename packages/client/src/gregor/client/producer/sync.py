@@ -1,0 +1,193 @@
+"""Producer: the blocking producer (confluent-kafka's shape), its I/O on a background thread.
+
+    producer = Producer({"bootstrap.servers": "127.0.0.1:9092"})
+    future = producer.produce("orders", b"value", key=b"key", on_delivery=report)
+    producer.flush()
+    future.result().offset
+
+produce() serializes, partitions and appends the record to its batch right here, in the
+calling thread; the I/O thread only ships batches. Delivery callbacks (`on_delivery`) run
+in the thread that calls poll() or flush(), as confluent-kafka does, so application code
+never runs on the I/O thread.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from gregor.client.config import ProducerConfig
+from gregor.client.producer.batch import DeliveryCallback, ProducerBatch, RecordFuture
+from gregor.client.producer.core import Headers, NeedMetadata, ProducerCore
+from gregor.client.runtime import IOThread
+from gregor.client.types import OffsetAndMetadata, TopicPartition
+from gregor.protocol.errors import RequestTimedOutError
+
+
+class Producer:
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.config = ProducerConfig.from_dict(config)
+        self._core = ProducerCore(self.config)
+        self._delivered: collections.deque[ProducerBatch] = collections.deque()
+        self._core.sender.delivered = self._delivered.append
+        self._io = IOThread(f"gregor-producer-{self.config.client_id}")
+        self._io.start(self._core.run)
+        self._closed = False
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Producer {self.config.client_id}>"
+
+    # -- producing -------------------------------------------------------------------------
+
+    def produce(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int | None = None,
+        headers: Headers = None,
+        timestamp: int | None = None,
+        on_delivery: DeliveryCallback | None = None,
+    ) -> RecordFuture:
+        """Queue a record for sending; its future resolves once the broker acknowledges it.
+
+        Blocks (up to max.block.ms) only to learn a new topic's partitions or to wait for
+        room in buffer.memory.
+        """
+        core = self._core
+        deadline = time.monotonic() + core.max_block
+        while True:
+            try:
+                tp, k, v, h, ts, sticky = core.prepare(
+                    topic, value, key, partition, headers, timestamp
+                )
+                break
+            except NeedMetadata:
+                self._io.call(core.wait_for_topic, topic)
+        accumulator = core.accumulator
+        appended = accumulator.append(tp, k, v, h, ts, on_delivery)
+        while appended is None:
+            remaining = deadline - time.monotonic()
+            with accumulator.changed:
+                if remaining <= 0 or not accumulator.changed.wait(remaining):
+                    raise RequestTimedOutError(
+                        f"no room in buffer.memory ({accumulator.buffer_memory} bytes) for a "
+                        f"record to {tp} within max.block.ms"
+                    )
+            appended = accumulator.append(tp, k, v, h, ts, on_delivery)
+        batch, index, size = appended
+        if sticky:
+            core.appended(tp, size)
+        return RecordFuture(batch, index, ts)
+
+    def poll(self, timeout: float = 0.0) -> int:
+        """Run the delivery callbacks of records settled so far; returns how many ran.
+        Waits up to `timeout` seconds for at least one when there are none yet."""
+        deadline = time.monotonic() + timeout
+        served = self._serve_callbacks()
+        accumulator = self._core.accumulator
+        while not served and timeout > 0:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or accumulator.incomplete == 0:
+                break
+            with accumulator.changed:
+                accumulator.changed.wait(remaining)
+            served = self._serve_callbacks()
+        return served
+
+    def _serve_callbacks(self) -> int:
+        served = 0
+        delivered = self._delivered
+        while delivered:
+            batch = delivered.popleft()
+            batch.run_delivery_callbacks()
+            served += len(batch.callbacks or ())
+        return served
+
+    def flush(self, timeout: float | None = None) -> int:
+        """Send everything queued and wait for it to settle; returns how many batches are
+        still outstanding (0 unless the timeout passed). Runs delivery callbacks."""
+        accumulator = self._core.accumulator
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with accumulator.lock:
+            accumulator.flushing += 1
+        self._core.sender.wake()
+        try:
+            with accumulator.changed:
+                while accumulator.incomplete:
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        break
+                    accumulator.changed.wait(remaining)
+        finally:
+            with accumulator.lock:
+                accumulator.flushing -= 1
+        self._serve_callbacks()
+        return accumulator.incomplete
+
+    def partitions_for(self, topic: str) -> list[int]:
+        """The partition ids of a topic (waiting for its metadata, up to max.block.ms)."""
+        partitions = self._core.partitions_for(topic)
+        if partitions is None:
+            self._io.call(self._core.wait_for_topic, topic)
+            partitions = self._core.partitions_for(topic) or []
+        return list(partitions)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Send what is queued (waiting up to `timeout`, default forever), then stop."""
+        if self._closed:
+            return
+        self._closed = True
+        limit = float("inf") if timeout is None else timeout
+        try:
+            self._io.call(self._core.close, limit)
+        finally:
+            self._io.stop()
+            self._serve_callbacks()
+
+    # -- transactions ----------------------------------------------------------------------
+
+    def init_transactions(self) -> None:
+        """Get the producer id and epoch of this transactional.id (fences older instances)."""
+        self._io.call(self._core.transactions.init_transactions)
+
+    def begin_transaction(self) -> None:
+        self._core.transactions.begin()
+
+    def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+        group_id: str,
+        generation_id: int = -1,
+        member_id: str = "",
+        group_instance_id: str | None = None,
+    ) -> None:
+        """Commit consumed offsets as part of the transaction (read-process-write)."""
+        normalized = {
+            tp: meta if isinstance(meta, OffsetAndMetadata) else OffsetAndMetadata(meta)
+            for tp, meta in offsets.items()
+        }
+        self._io.call(
+            self._core.transactions.send_offsets,
+            normalized,
+            group_id,
+            generation_id,
+            member_id,
+            group_instance_id,
+        )
+
+    def commit_transaction(self) -> None:
+        self.flush()
+        self._io.call(self._core.transactions.end, True)
+
+    def abort_transaction(self) -> None:
+        self.flush()
+        self._io.call(self._core.transactions.end, False)
