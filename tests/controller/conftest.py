@@ -204,10 +204,11 @@ class Node:
         self._scope = await nursery.start(_in_scope, self.controller.run)
 
     async def stop(self) -> None:
-        """The broker dies: its controller stops and its session closes (ephemerals go)."""
-        if self._scope is not None:
-            self._scope.cancel()
-            self._scope = None
+        """The broker dies: its controller and listener stop, its session closes."""
+        for scope in (self._scope, self._peer_scope):
+            if scope is not None:
+                scope.cancel()
+        self._scope = self._peer_scope = None
         if self.zk is not None:
             await self.zk.close()
 
@@ -234,36 +235,6 @@ class _Started:
         self.outer.started(self.scope)
 
 
-class Cluster:
-    def __init__(self, nursery: trio.Nursery, zk_connect: str) -> None:
-        self.nursery = nursery
-        self.zk_connect = zk_connect
-        self.nodes: dict[int, Node] = {}
-        self.admin: KafkaZkClient | None = None
-
-    async def add(self, broker_id: int, rack: str | None = None, **settings: Any) -> Node:
-        settings.setdefault("auto_leader_rebalance_enable", False)
-        node = Node(broker_id, self.zk_connect, settings, rack)
-        self.nodes[broker_id] = node
-        await node.start(self.nursery)
-        return node
-
-    def controller(self) -> Node | None:
-        active = [n for n in self.nodes.values() if n.active]
-        return active[0] if len(active) == 1 else None
-
-    wait_until = staticmethod(lambda *a, **k: wait_until(*a, **k))
-    wait_until_async = staticmethod(lambda *a, **k: wait_until_async(*a, **k))
-
-    async def wait_for_controller(self, timeout: float = 20.0) -> Node:
-        await wait_until(
-            lambda: self.controller() is not None, "a single active controller", timeout
-        )
-        node = self.controller()
-        assert node is not None
-        return node
-
-
 async def wait_until(predicate: Callable[[], Any], what: str, timeout: float = 20.0) -> None:
     """Poll a condition of the cluster until it holds, or fail naming what was awaited."""
     with trio.move_on_after(timeout):
@@ -283,8 +254,39 @@ async def wait_until_async(
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
+class Cluster:
+    def __init__(self, nursery: trio.Nursery, zk_connect: str) -> None:
+        self.nursery = nursery
+        self.zk_connect = zk_connect
+        self.nodes: dict[int, Node] = {}
+        self.admin: KafkaZkClient | None = None
+
+    async def add(self, broker_id: int, rack: str | None = None, **settings: Any) -> Node:
+        settings.setdefault("auto_leader_rebalance_enable", False)
+        node = Node(broker_id, self.zk_connect, settings, rack)
+        self.nodes[broker_id] = node
+        await node.start(self.nursery)
+        return node
+
+    def controller(self) -> Node | None:
+        active = [n for n in self.nodes.values() if n.active]
+        return active[0] if len(active) == 1 else None
+
+    # Tests cannot import this conftest, so they reach the helpers through the fixture.
+    wait_until = staticmethod(wait_until)
+    wait_until_async = staticmethod(wait_until_async)
+
+    async def wait_for_controller(self, timeout: float = 20.0) -> Node:
+        await wait_until(
+            lambda: self.controller() is not None, "a single active controller", timeout
+        )
+        node = self.controller()
+        assert node is not None
+        return node
+
+
 @pytest.fixture
-async def cluster(zk_connect: str) -> AsyncIterator[Cluster]:
+async def control_plane(zk_connect: str) -> AsyncIterator[Cluster]:
     async with trio.open_nursery() as nursery:
         result = Cluster(nursery, zk_connect)
         result.admin = KafkaZkClient(zk_connect)

@@ -63,8 +63,12 @@ class BrokerChannel:
                             await self._send_all(connection)
                         finally:
                             await connection.aclose()
-                except (NetworkError, OSError) as exc:
-                    log.info("controller connection to broker %d failed: %s", self.broker.id, exc)
+                except* (NetworkError, OSError) as group:
+                    log.info(
+                        "controller connection to broker %d failed: %s",
+                        self.broker.id,
+                        group.exceptions[0],
+                    )
                 await trio.sleep(RETRY_BACKOFF)
 
     async def _send_all(self, connection: BrokerConnection) -> None:

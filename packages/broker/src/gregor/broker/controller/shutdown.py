@@ -30,10 +30,11 @@ async def controlled_shutdown(
 ) -> bool:
     """True when the controller moved every leadership away from this broker."""
     for attempt in range(1, settings.controlled_shutdown_max_retries + 1):
+        response = None
         try:
             response = await _ask_controller(zk, settings, broker_epoch)
-        except (ZooKeeperError, NetworkError, ProtocolError, OSError) as exc:
-            log.warning("controlled shutdown attempt %d failed: %s", attempt, exc)
+        except* (ZooKeeperError, NetworkError, ProtocolError, OSError) as group:
+            log.warning("controlled shutdown attempt %d failed: %s", attempt, group.exceptions[0])
         else:
             if response is not None:
                 remaining = [

@@ -1,0 +1,466 @@
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs, for topics and brokers.
+
+Dynamic configs live in ZooKeeper with Kafka's layout: a topic's overrides in
+/config/topics/T, dynamic broker settings in /config/brokers/<id> and, cluster-wide, in
+/config/brokers/<default>; every change also writes a /config/changes notification so
+every broker re-reads and applies it. As in ZooKeeper-mode Kafka any broker handles topic
+configs, and a broker's own settings are altered through that broker.
+
+A described value names its source, the most specific first: the topic's override, the
+broker's dynamic setting, the cluster-wide dynamic default, server.properties, the default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import attrs
+
+from gregor.broker.apis import RequestContext, handles
+from gregor.broker.topic_names import validate_topic_name
+from gregor.broker.zk import znodes
+from gregor.protocol.apis import ApiKey
+from gregor.protocol.apis.alter_configs import (
+    AlterConfigsRequest,
+    AlterConfigsResourceResponse,
+    AlterConfigsResponse,
+)
+from gregor.protocol.apis.describe_configs import (
+    DescribeConfigsRequest,
+    DescribeConfigsResourceResult,
+    DescribeConfigsResponse,
+    DescribeConfigsResult,
+    DescribeConfigsSynonym,
+)
+from gregor.protocol.apis.incremental_alter_configs import (
+    AlterConfigsResource as IncrementalResource,
+)
+from gregor.protocol.apis.incremental_alter_configs import (
+    AlterConfigsResourceResponse as IncrementalResult,
+)
+from gregor.protocol.apis.incremental_alter_configs import (
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+from gregor.protocol.errors import (
+    ErrorCode,
+    InvalidConfigError,
+    InvalidRequestError,
+    KafkaError,
+    UnknownTopicOrPartitionError,
+)
+from gregor.storage.config import SERVER_SYNONYMS, LogConfig
+
+if TYPE_CHECKING:
+    from gregor.broker.server import Broker
+
+# ConfigResource types, DescribeConfigs sources and config types, with Kafka's ids.
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC_CONFIG, DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, STATIC_BROKER, DEFAULT = 1, 2, 3, 4, 5
+BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = 1, 2, 3, 5, 6, 7
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+TOPIC_CONFIG_TYPES: dict[str, int] = {
+    "cleanup.policy": LIST,
+    "compression.type": STRING,
+    "compression.gzip.level": INT,
+    "compression.lz4.level": INT,
+    "compression.zstd.level": INT,
+    "delete.retention.ms": LONG,
+    "file.delete.delay.ms": LONG,
+    "flush.messages": LONG,
+    "flush.ms": LONG,
+    "follower.replication.throttled.replicas": LIST,
+    "index.interval.bytes": INT,
+    "leader.replication.throttled.replicas": LIST,
+    "local.retention.bytes": LONG,
+    "local.retention.ms": LONG,
+    "max.compaction.lag.ms": LONG,
+    "max.message.bytes": INT,
+    "message.downconversion.enable": BOOLEAN,
+    "message.format.version": STRING,
+    "message.timestamp.after.max.ms": LONG,
+    "message.timestamp.before.max.ms": LONG,
+    "message.timestamp.difference.max.ms": LONG,
+    "message.timestamp.type": STRING,
+    "min.cleanable.dirty.ratio": DOUBLE,
+    "min.compaction.lag.ms": LONG,
+    "min.insync.replicas": INT,
+    "preallocate": BOOLEAN,
+    "remote.storage.enable": BOOLEAN,
+    "retention.bytes": LONG,
+    "retention.ms": LONG,
+    "segment.bytes": INT,
+    "segment.index.bytes": INT,
+    "segment.jitter.ms": LONG,
+    "segment.ms": LONG,
+    "unclean.leader.election.enable": BOOLEAN,
+}
+
+# Broker settings that can change at run time: the broker-wide defaults of topic settings.
+DYNAMIC_BROKER_CONFIGS = frozenset(
+    server_key for synonyms in SERVER_SYNONYMS.values() for server_key, _ in synonyms
+)
+
+
+@attrs.frozen
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: int
+    config_type: int
+    read_only: bool = False
+    synonyms: tuple[tuple[str, str | None, int], ...] = ()
+
+
+def config_error(resource_type: int, name: str, exc: Exception) -> InvalidConfigError:
+    kind = {TOPIC: "TOPIC", BROKER: "BROKER"}.get(resource_type, str(resource_type))
+    return InvalidConfigError(
+        f"Invalid config value for resource ConfigResource(type={kind}, name='{name}'): {exc}"
+    )
+
+
+# -- describing -------------------------------------------------------------------------------
+
+
+async def dynamic_broker_configs(broker: Broker) -> tuple[dict[str, str], dict[str, str]]:
+    """(this broker's dynamic settings, the cluster-wide dynamic defaults)."""
+    found = await broker.zk.get_entities_configs(
+        znodes.CONFIG_BROKERS, [str(broker.broker_id), znodes.DEFAULT_ENTITY]
+    )
+    return found[str(broker.broker_id)], found[znodes.DEFAULT_ENTITY]
+
+
+def _broker_synonyms(
+    broker: Broker, names: list[str], own: Mapping[str, str], default: Mapping[str, str]
+) -> list[tuple[str, str | None, int]]:
+    static = broker.config.properties
+    out: list[tuple[str, str | None, int]] = []
+    for name in names:
+        if name in own:
+            out.append((name, own[name], DYNAMIC_BROKER))
+        if name in default:
+            out.append((name, default[name], DYNAMIC_DEFAULT_BROKER))
+        if name in static:
+            out.append((name, static[name], STATIC_BROKER))
+    return out
+
+
+def describe_topic(
+    broker: Broker,
+    overrides: Mapping[str, str],
+    own: Mapping[str, str] | None = None,
+    default: Mapping[str, str] | None = None,
+) -> list[ConfigEntry]:
+    """Every setting of a topic with these overrides, with its source and synonyms."""
+    own, default = own or {}, default or {}
+    defaults = LogConfig.from_server_properties({**broker.config.properties, **default, **own})
+    values = LogConfig.from_properties(overrides, defaults=defaults).to_properties()
+    entries = []
+    for name, value in sorted(values.items()):
+        server_names = [key for key, _ in SERVER_SYNONYMS.get(name, ())]
+        synonyms = _broker_synonyms(broker, server_names, own, default)
+        if name in overrides:
+            synonyms.insert(0, (name, value, TOPIC_CONFIG))
+        elif server_names and not synonyms:
+            synonyms.append((server_names[0], value, DEFAULT))
+        source = synonyms[0][2] if synonyms else DEFAULT
+        entries.append(
+            ConfigEntry(
+                name, value, source, TOPIC_CONFIG_TYPES.get(name, STRING), False, tuple(synonyms)
+            )
+        )
+    return entries
+
+
+def describe_broker(
+    broker: Broker, own: Mapping[str, str], default: Mapping[str, str], per_broker: bool
+) -> list[ConfigEntry]:
+    """This broker's settings (`per_broker`), or the cluster-wide dynamic defaults only."""
+    values: dict[str, tuple[str | None, bool]] = {
+        name: (value, is_default) for name, value, is_default in broker.config.describe()
+    }
+    log_defaults = broker.config.log_config.to_properties()
+    for topic_key, server_keys in SERVER_SYNONYMS.items():
+        server_key = server_keys[0][0]
+        given = broker.config.properties.get(server_key)
+        values.setdefault(server_key, (given or log_defaults.get(topic_key), given is None))
+    entries = []
+    for name, (value, _is_default) in sorted(values.items()):
+        synonyms = _broker_synonyms(broker, [name], own, default)
+        if not per_broker:
+            synonyms = [s for s in synonyms if s[2] == DYNAMIC_DEFAULT_BROKER]
+            if not synonyms:
+                continue
+        if synonyms:
+            value = synonyms[0][1]
+        source = synonyms[0][2] if synonyms else DEFAULT
+        entries.append(
+            ConfigEntry(
+                name,
+                value,
+                source,
+                _guess_type(name, value),
+                name not in DYNAMIC_BROKER_CONFIGS,
+                tuple(synonyms),
+            )
+        )
+    return entries
+
+
+def _guess_type(name: str, value: str | None) -> int:
+    if name in DYNAMIC_BROKER_CONFIGS:
+        for topic_key, synonyms in SERVER_SYNONYMS.items():
+            if any(key == name for key, _ in synonyms):
+                return TOPIC_CONFIG_TYPES.get(topic_key, STRING)
+    if value in ("true", "false"):
+        return BOOLEAN
+    if value is not None and value.lstrip("-").isdigit():
+        return LONG if name.endswith((".ms", ".bytes")) else INT
+    return STRING
+
+
+def _result_entry(
+    entry: ConfigEntry, synonyms: bool, version: int
+) -> DescribeConfigsResourceResult:
+    return DescribeConfigsResourceResult(
+        name=entry.name,
+        value=entry.value,
+        read_only=entry.read_only,
+        is_default=entry.source == DEFAULT,
+        config_source=entry.source,
+        is_sensitive=False,
+        synonyms=[DescribeConfigsSynonym(n, v, s) for n, v, s in entry.synonyms]
+        if synonyms
+        else [],
+        config_type=entry.config_type,
+        documentation=None,
+    )
+
+
+@handles(ApiKey.DESCRIBE_CONFIGS, "0-4")
+async def describe_configs(
+    ctx: RequestContext, request: DescribeConfigsRequest, version: int
+) -> DescribeConfigsResponse:
+    broker = ctx.broker
+    response = DescribeConfigsResponse()
+    own, default = await dynamic_broker_configs(broker)
+    for resource in request.resources:
+        result = DescribeConfigsResult(
+            resource_type=resource.resource_type, resource_name=resource.resource_name
+        )
+        try:
+            entries = await _describe(
+                broker, resource.resource_type, resource.resource_name, own, default
+            )
+        except KafkaError as exc:
+            result.error_code, result.error_message = exc.code, str(exc)
+        else:
+            if entries is None:
+                result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                result.error_message = None
+            else:
+                keys = resource.configuration_keys
+                wanted = [e for e in entries if not keys or e.name in keys]
+                result.error_message = None
+                result.configs = [
+                    _result_entry(e, request.include_synonyms, version) for e in wanted
+                ]
+        response.results.append(result)
+    return response
+
+
+async def _describe(
+    broker: Broker,
+    resource_type: int,
+    name: str,
+    own: Mapping[str, str],
+    default: Mapping[str, str],
+) -> list[ConfigEntry] | None:
+    if resource_type == TOPIC:
+        validate_topic_name(name)
+        if not broker.metadata_cache.contains_topic(name):
+            return None
+        overrides = await broker.zk.get_entity_configs(znodes.CONFIG_TOPICS, name)
+        return describe_topic(broker, overrides, own, default)
+    if resource_type == BROKER:
+        if not name:
+            return describe_broker(broker, own, default, per_broker=False)
+        if _broker_id(name) != broker.broker_id:
+            raise InvalidRequestError(
+                f"Unexpected broker id, expected {broker.broker_id} or empty string, "
+                f"but received {name}"
+            )
+        return describe_broker(broker, own, default, per_broker=True)
+    if resource_type == BROKER_LOGGER:
+        raise InvalidRequestError("BROKER_LOGGER resources are not supported")
+    raise InvalidRequestError(f"Unsupported resource type: {resource_type}")
+
+
+def _broker_id(name: str) -> int:
+    try:
+        return int(name)
+    except ValueError:
+        raise InvalidRequestError(f"Broker id must be an integer, but it is: {name}") from None
+
+
+# -- altering ---------------------------------------------------------------------------------
+
+
+async def _alter_topic(
+    broker: Broker, name: str, config: dict[str, str], validate_only: bool
+) -> None:
+    if not name:
+        raise InvalidRequestError("Default topic resources are not allowed.")
+    validate_topic_name(name)
+    if not broker.metadata_cache.contains_topic(name):
+        raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
+    try:
+        LogConfig.from_properties(config, defaults=broker.config.log_config)
+    except InvalidConfigError as exc:
+        raise config_error(TOPIC, name, exc) from exc
+    if not validate_only:
+        await broker.zk.change_entity_config(znodes.CONFIG_TOPICS, name, config)
+
+
+def _broker_entity(broker: Broker, name: str) -> str:
+    if not name:
+        return znodes.DEFAULT_ENTITY
+    if _broker_id(name) != broker.broker_id:
+        raise InvalidRequestError(
+            f"Unexpected broker id, expected {broker.broker_id}, but received {name}"
+        )
+    return name
+
+
+async def _alter_broker(
+    broker: Broker, entity: str, config: dict[str, str], validate_only: bool
+) -> None:
+    static = set(config) - DYNAMIC_BROKER_CONFIGS
+    if static:
+        raise config_error(
+            BROKER, entity, ValueError(f"Cannot update these configs dynamically: {sorted(static)}")
+        )
+    try:
+        LogConfig.from_server_properties({**broker.config.properties, **config})
+    except InvalidConfigError as exc:
+        raise config_error(BROKER, entity, exc) from exc
+    if not validate_only:
+        await broker.zk.change_entity_config(znodes.CONFIG_BROKERS, entity, config)
+
+
+@handles(ApiKey.ALTER_CONFIGS, "0-2")
+async def alter_configs(
+    ctx: RequestContext, request: AlterConfigsRequest, version: int
+) -> AlterConfigsResponse:
+    broker = ctx.broker
+    response = AlterConfigsResponse()
+    for resource in request.resources:
+        result = AlterConfigsResourceResponse(
+            resource_type=resource.resource_type,
+            resource_name=resource.resource_name,
+            error_message=None,
+        )
+        config = {c.name: c.value for c in resource.configs if c.value is not None}
+        try:
+            await _alter(
+                broker,
+                resource.resource_type,
+                resource.resource_name,
+                config,
+                request.validate_only,
+            )
+        except KafkaError as exc:
+            result.error_code, result.error_message = exc.code, str(exc)
+        response.responses.append(result)
+    return response
+
+
+async def _alter(
+    broker: Broker, resource_type: int, name: str, config: dict[str, str], validate_only: bool
+) -> None:
+    if resource_type == TOPIC:
+        await _alter_topic(broker, name, config, validate_only)
+    elif resource_type == BROKER:
+        await _alter_broker(broker, _broker_entity(broker, name), config, validate_only)
+    else:
+        raise InvalidRequestError(
+            f"AlterConfigs is only supported for topics and brokers, but resource type is "
+            f"{resource_type}"
+        )
+
+
+@handles(ApiKey.INCREMENTAL_ALTER_CONFIGS, "0-1")
+async def incremental_alter_configs(
+    ctx: RequestContext, request: IncrementalAlterConfigsRequest, version: int
+) -> IncrementalAlterConfigsResponse:
+    broker = ctx.broker
+    response = IncrementalAlterConfigsResponse()
+    for resource in request.resources:
+        result = IncrementalResult(
+            resource_type=resource.resource_type,
+            resource_name=resource.resource_name,
+            error_message=None,
+        )
+        try:
+            await _incremental(broker, resource, request.validate_only)
+        except KafkaError as exc:
+            result.error_code, result.error_message = exc.code, str(exc)
+        response.responses.append(result)
+    return response
+
+
+async def _incremental(broker: Broker, resource: IncrementalResource, validate_only: bool) -> None:
+    kind, name, ops = resource.resource_type, resource.resource_name, resource.configs
+    keys = [op.name for op in ops]
+    if len(set(keys)) != len(keys):
+        raise InvalidRequestError("Error due to duplicate config keys")
+    if kind == TOPIC:
+        if not name:
+            raise InvalidRequestError("Default topic resources are not allowed.")
+        current = await broker.zk.get_entity_configs(znodes.CONFIG_TOPICS, name)
+        defaults = LogConfig.from_properties({}, defaults=broker.config.log_config).to_properties()
+        types = TOPIC_CONFIG_TYPES
+    elif kind == BROKER:
+        entity = _broker_entity(broker, name)
+        current = await broker.zk.get_entity_configs(znodes.CONFIG_BROKERS, entity)
+        defaults = {}
+        types = {k: _guess_type(k, None) for k in DYNAMIC_BROKER_CONFIGS}
+    else:
+        raise InvalidRequestError(
+            f"AlterConfigs is only supported for topics and brokers, but resource type is {kind}"
+        )
+    config = dict(current)
+    for op in ops:
+        if op.config_operation == SET:
+            if op.value is None:
+                raise config_error(kind, name, ValueError(f"Null value for {op.name}"))
+            config[op.name] = op.value
+        elif op.config_operation == DELETE:
+            config.pop(op.name, None)
+        elif op.config_operation in (APPEND, SUBTRACT):
+            if types.get(op.name) != LIST:
+                verb = "append" if op.config_operation == APPEND else "subtract"
+                raise config_error(
+                    kind,
+                    name,
+                    ValueError(f"Config value {verb} is not allowed for config key: {op.name}"),
+                )
+            base = _items(config.get(op.name, defaults.get(op.name, "")))
+            change = _items(op.value or "")
+            if op.config_operation == APPEND:
+                merged = list(dict.fromkeys([*base, *change]))
+            else:
+                merged = [item for item in base if item not in change]
+            config[op.name] = ",".join(merged)
+        else:
+            raise InvalidRequestError(f"Unknown config operation {op.config_operation}")
+    if kind == TOPIC:
+        await _alter_topic(broker, name, config, validate_only)
+    else:
+        await _alter_broker(broker, _broker_entity(broker, name), config, validate_only)
+
+
+def _items(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]

@@ -1,0 +1,239 @@
+"""CreateTopics, DeleteTopics and CreatePartitions, on the controller as in ZooKeeper-mode
+Kafka (NOT_CONTROLLER elsewhere).
+
+The handler validates and writes ZooKeeper (see `controller.admin`); the controller then
+does the work and announces it with UpdateMetadata. The answer waits, up to the request's
+timeout, until this broker's metadata shows the result (every new partition has a leader,
+deleted topics are gone), and reports REQUEST_TIMED_OUT for what did not get there in time.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+import trio
+
+from gregor.broker.apis import RequestContext, handles
+from gregor.broker.controller.admin import NewTopic, TopicAdmin
+from gregor.broker.handlers.configs import describe_topic, dynamic_broker_configs
+from gregor.broker.metadata_cache import NO_LEADER, ZERO_UUID
+from gregor.protocol.apis import ApiKey
+from gregor.protocol.apis.create_partitions import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreatePartitionsTopicResult,
+)
+from gregor.protocol.apis.create_topics import (
+    CreatableTopicConfigs,
+    CreatableTopicResult,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+)
+from gregor.protocol.apis.delete_topics import (
+    DeletableTopicResult,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
+from gregor.protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from gregor.broker.server import Broker
+
+METADATA_POLL_S = 0.01
+
+
+def topic_admin(broker: Broker) -> TopicAdmin:
+    config = broker.config
+    return TopicAdmin(
+        broker.zk, config.num_partitions, config.default_replication_factor, config.log_config
+    )
+
+
+async def await_metadata(predicate: Callable[[], bool], timeout_ms: int) -> bool:
+    """Wait until the metadata cache satisfies `predicate`, at most `timeout_ms`.
+
+    The cache changes when an UpdateMetadata arrives; checking it every few milliseconds
+    costs little next to an admin request's round trips.
+    """
+    with trio.move_on_after(max(0, timeout_ms) / 1000):
+        while not predicate():
+            await trio.sleep(METADATA_POLL_S)
+        return True
+    return predicate()
+
+
+def missing_leaders(broker: Broker, partitions: Iterable[tuple[str, int]]) -> set[tuple[str, int]]:
+    cache = broker.metadata_cache
+    missing = set()
+    for topic, index in partitions:
+        state = cache.partition(topic, index)
+        if state is None or state.leader == NO_LEADER:
+            missing.add((topic, index))
+    return missing
+
+
+async def await_leaders(
+    broker: Broker, partitions: set[tuple[str, int]], timeout_ms: int
+) -> set[str]:
+    """Wait for every partition to have a leader; the topics still missing one."""
+    await await_metadata(lambda: not missing_leaders(broker, partitions), timeout_ms)
+    return {topic for topic, _ in missing_leaders(broker, partitions)}
+
+
+def _is_controller(broker: Broker) -> bool:
+    return broker.controller.is_active
+
+
+@handles(ApiKey.CREATE_TOPICS, "0-7")
+async def create_topics(
+    ctx: RequestContext, request: CreateTopicsRequest, version: int
+) -> CreateTopicsResponse:
+    broker = ctx.broker
+    response = CreateTopicsResponse()
+    results = [CreatableTopicResult(name=t.name, error_message=None) for t in request.topics]
+    response.topics = results
+    if not _is_controller(broker):
+        for result in results:
+            result.error_code = ErrorCode.NOT_CONTROLLER
+        return response
+    admin = topic_admin(broker)
+    counts = Counter(t.name for t in request.topics)
+    waiting: set[tuple[str, int]] = set()
+    created: list[CreatableTopicResult] = []
+    own, default = await dynamic_broker_configs(broker)
+    for topic, result in zip(request.topics, results, strict=True):
+        if counts[topic.name] > 1:
+            result.error_code = ErrorCode.INVALID_REQUEST
+            result.error_message = "Found multiple entries for this topic."
+            continue
+        new = NewTopic(
+            topic.name,
+            topic.num_partitions,
+            topic.replication_factor,
+            {a.partition_index: list(a.broker_ids) for a in topic.assignments},
+            {c.name: c.value for c in topic.configs},
+        )
+        try:
+            done = await admin.create_topic(new, request.validate_only)
+        except KafkaError as exc:
+            result.error_code, result.error_message = exc.code, str(exc)
+            result.configs = []
+            continue
+        result.num_partitions = done.num_partitions
+        result.replication_factor = done.replication_factor
+        result.topic_id = done.topic_id or ZERO_UUID
+        result.configs = [
+            CreatableTopicConfigs(e.name, e.value, e.read_only, e.source, False)
+            for e in describe_topic(broker, done.configs, own, default)
+        ]
+        created.append(result)
+        waiting |= {(topic.name, p) for p in done.assignment}
+    if request.validate_only or not created:
+        return response
+    late = await await_leaders(broker, waiting, request.timeout_ms)
+    for result in created:
+        if result.name in late or request.timeout_ms <= 0:
+            result.error_code = ErrorCode.REQUEST_TIMED_OUT
+            result.error_message = None
+    return response
+
+
+@handles(ApiKey.DELETE_TOPICS, "0-6")
+async def delete_topics(
+    ctx: RequestContext, request: DeleteTopicsRequest, version: int
+) -> DeleteTopicsResponse:
+    broker = ctx.broker
+    cache = broker.metadata_cache
+    wanted = (
+        [(t.name, t.topic_id) for t in request.topics]
+        if version >= 6
+        else [(name, ZERO_UUID) for name in request.topic_names]
+    )
+    results = [DeletableTopicResult(name=name, topic_id=topic_id) for name, topic_id in wanted]
+    response = DeleteTopicsResponse(responses=results)
+    if not _is_controller(broker):
+        for result in results:
+            result.error_code = ErrorCode.NOT_CONTROLLER
+        return response
+    if not broker.config.delete_topic_enable:
+        code = ErrorCode.INVALID_REQUEST if version < 3 else ErrorCode.TOPIC_DELETION_DISABLED
+        for result in results:
+            result.error_code = code
+        return response
+    admin = topic_admin(broker)
+    deleting: list[DeletableTopicResult] = []
+    for result in results:
+        if result.name is not None and result.topic_id != ZERO_UUID:
+            result.error_code = ErrorCode.INVALID_REQUEST
+            result.error_message = "Topic name and topic ID can not both be specified."
+            continue
+        if result.topic_id != ZERO_UUID:
+            result.name = cache.topic_name(result.topic_id)
+            if result.name is None:
+                result.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+                continue
+        if result.name is None or not cache.contains_topic(result.name):
+            result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            continue
+        try:
+            await admin.delete_topic(result.name)
+        except KafkaError as exc:
+            result.error_code = exc.code
+            continue
+        deleting.append(result)
+    if deleting:
+        names = {r.name for r in deleting}
+        await await_metadata(
+            lambda: not any(cache.contains_topic(n) for n in names if n), request.timeout_ms
+        )
+        for result in deleting:
+            if request.timeout_ms <= 0 or (result.name and cache.contains_topic(result.name)):
+                result.error_code = ErrorCode.REQUEST_TIMED_OUT
+    return response
+
+
+@handles(ApiKey.CREATE_PARTITIONS, "0-3")
+async def create_partitions(
+    ctx: RequestContext, request: CreatePartitionsRequest, version: int
+) -> CreatePartitionsResponse:
+    broker = ctx.broker
+    results = [CreatePartitionsTopicResult(name=t.name) for t in request.topics]
+    response = CreatePartitionsResponse(results=results)
+    if not _is_controller(broker):
+        for result in results:
+            result.error_code = ErrorCode.NOT_CONTROLLER
+        return response
+    admin = topic_admin(broker)
+    counts = Counter(t.name for t in request.topics)
+    waiting: set[tuple[str, int]] = set()
+    grown: list[CreatePartitionsTopicResult] = []
+    for topic, result in zip(request.topics, results, strict=True):
+        if counts[topic.name] > 1:
+            result.error_code = ErrorCode.INVALID_REQUEST
+            result.error_message = "Duplicate topic in request."
+            continue
+        if broker.controller.deletion.is_queued(topic.name):
+            result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
+            result.error_message = "The topic is queued for deletion."
+            continue
+        assignments = (
+            None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
+        )
+        try:
+            await admin.create_partitions(
+                topic.name, topic.count, assignments, request.validate_only
+            )
+        except KafkaError as exc:
+            result.error_code, result.error_message = exc.code, str(exc)
+            continue
+        grown.append(result)
+        waiting |= {(topic.name, p) for p in range(topic.count)}
+    if request.validate_only or not grown:
+        return response
+    late = await await_leaders(broker, waiting, request.timeout_ms)
+    for result in grown:
+        if result.name in late or request.timeout_ms <= 0:
+            result.error_code = ErrorCode.REQUEST_TIMED_OUT
+    return response
