@@ -82,7 +82,9 @@ def key_partitioner(spec: Any, ignore_keys: bool = False) -> KeyPartitioner:
     return checked
 
 
-class _Sticky:
+class StickyChoice:
+    """A topic's current sticky partition and the bytes sent to it so far."""
+
     __slots__ = ("partition", "produced")
 
     def __init__(self, partition: int) -> None:
@@ -91,7 +93,11 @@ class _Sticky:
 
 
 class StickyPartitions:
-    """The current sticky partition of each topic (callers serialize access)."""
+    """The current sticky partition of each topic (callers serialize access).
+
+    The hot path is `lookup` plus counting `produced` on the choice; `choose` runs once per
+    switch.
+    """
 
     def __init__(
         self, batch_size: int, adaptive: bool = True, rng: random.Random | None = None
@@ -99,7 +105,23 @@ class StickyPartitions:
         self.switch_after = max(batch_size, 1)
         self.adaptive = adaptive
         self._rng = rng or random.Random()
-        self._current: dict[str, _Sticky] = {}
+        self._current: dict[str, StickyChoice] = {}
+
+    def lookup(self, topic: str) -> StickyChoice | None:
+        return self._current.get(topic)
+
+    def choose(
+        self,
+        topic: str,
+        num_partitions: int,
+        available: Sequence[int],
+        queue_sizes: Callable[[int], int] | None = None,
+    ) -> StickyChoice:
+        """Switch `topic` to a new sticky partition."""
+        choice = self._current[topic] = StickyChoice(
+            self._next(num_partitions, available, queue_sizes)
+        )
+        return choice
 
     def partition(
         self,
@@ -109,12 +131,10 @@ class StickyPartitions:
         queue_sizes: Callable[[int], int] | None = None,
     ) -> int:
         """The sticky partition of `topic` now."""
-        sticky = self._current.get(topic)
-        if sticky is None or sticky.partition >= num_partitions:
-            sticky = self._current[topic] = _Sticky(
-                self._next(num_partitions, available, queue_sizes)
-            )
-        return sticky.partition
+        choice = self._current.get(topic)
+        if choice is None or choice.partition >= num_partitions:
+            choice = self.choose(topic, num_partitions, available, queue_sizes)
+        return choice.partition
 
     def appended(
         self,
@@ -125,12 +145,12 @@ class StickyPartitions:
         queue_sizes: Callable[[int], int] | None = None,
     ) -> None:
         """Count bytes appended to the sticky partition; switch once it has had its batch."""
-        sticky = self._current.get(topic)
-        if sticky is None:
+        choice = self._current.get(topic)
+        if choice is None:
             return
-        sticky.produced += nbytes
-        if sticky.produced >= self.switch_after:
-            self._current[topic] = _Sticky(self._next(num_partitions, available, queue_sizes))
+        choice.produced += nbytes
+        if choice.produced >= self.switch_after:
+            self.choose(topic, num_partitions, available, queue_sizes)
 
     def _next(
         self,

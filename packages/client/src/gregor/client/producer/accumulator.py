@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import itertools
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from time import monotonic
 
 import attrs
 
-from gregor.client.cluster import Cluster
+from gregor.client.cluster import Cluster, TopicInfo
+from gregor.client.partitioner import StickyChoice, StickyPartitions
 from gregor.client.producer.batch import DeliveryCallback, ProducerBatch
 from gregor.client.types import TopicPartition
 from gregor.protocol.errors import KafkaError, MessageTooLargeError
@@ -62,7 +63,9 @@ class Accumulator:
         compression: Compression,
         max_request_size: int,
         max_in_flight_per_partition: int = 1,
+        sticky: StickyPartitions | None = None,
     ) -> None:
+        sticky = sticky or StickyPartitions(batch_size)
         self.batch_size = batch_size
         self.linger = linger_ms / 1000
         self.buffer_memory = buffer_memory
@@ -75,9 +78,13 @@ class Accumulator:
         self.listeners: list[Callable[[], None]] = []  # called (unlocked) on completions
         self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
         self._in_flight: dict[TopicPartition, int] = {}
+        self._tps: dict[str, list[TopicPartition]] = {}
+        self.sticky = sticky
+        self.max_record_size = min(max_request_size - BATCH_HEADER_SIZE, buffer_memory)
         self._order = itertools.count()
         self.memory_used = 0
         self.incomplete = 0  # batches created and not yet completed
+        self.completions = 0  # bumped on every completion: waiters for room compare it
         self.flushing = 0
         self.closed = False
         self.sender_idle = False
@@ -87,30 +94,43 @@ class Accumulator:
 
     def append(
         self,
-        tp: TopicPartition,
+        topic: str,
+        partition: int | None,
+        info: TopicInfo,
         key: bytes | None,
         value: bytes | None,
         headers: Sequence[tuple[str, bytes | None]],
         timestamp: int,
         callback: DeliveryCallback | None,
-    ) -> tuple[ProducerBatch, int, int] | None:
-        """Add a record: its batch, index and estimated size; None when the buffer has no
-        room for it now."""
-        size = record_size(key, value, headers)
-        if size + BATCH_HEADER_SIZE > self.max_request_size:
-            raise MessageTooLargeError(
-                f"a record of {size} bytes to {tp} exceeds max.request.size={self.max_request_size}"
-            )
-        if size > self.buffer_memory:
-            raise MessageTooLargeError(
-                f"a record of {size} bytes to {tp} exceeds buffer.memory={self.buffer_memory}"
-            )
+    ) -> tuple[ProducerBatch, int] | None:
+        """Add a record to `partition` of `topic` (None: the topic's sticky partition); its
+        batch and index, or None when the buffer has no room for it now.
+
+        This is the producer's hot path: one lock, no calls beyond the record's encoding.
+        """
+        size = _RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
+        if headers:
+            size += record_size(None, None, headers) - _RECORD_OVERHEAD
+        if size > self.max_record_size:
+            self._too_large(topic, size)
         wake = False
         with self.lock:
             if self.closed:
                 raise KafkaError("the producer is closed")
             if self.memory_used + size > self.buffer_memory:
                 return None
+            choice = None
+            if partition is None:
+                choice = self.sticky.lookup(topic)
+                if choice is None or choice.partition >= len(info.partitions):
+                    choice = self._switch(topic, info)
+                partition = choice.partition
+            tps = self._tps.get(topic)
+            if tps is None or partition >= len(tps):
+                tps = self._tps[topic] = [
+                    TopicPartition(topic, p) for p in range(len(info.partitions))
+                ]
+            tp = tps[partition]
             queue = self._queues.get(tp)
             if queue is None:
                 queue = self._queues[tp] = deque()
@@ -120,12 +140,12 @@ class Accumulator:
                 or not batch.is_open
                 or (batch.count and batch.size + size > self.batch_size)
             ):
-                if batch is not None and batch.is_open:
+                if batch is not None:
                     batch.is_open = False
-                batch = ProducerBatch(tp, self.compression, time.monotonic(), next(self._order))
+                batch = ProducerBatch(tp, self.compression, monotonic(), next(self._order))
                 queue.append(batch)
                 self.incomplete += 1
-                wake = self.linger == 0 or len(queue) > 1
+                wake = True  # a sleeping sender learns the new batch's linger deadline
             index = batch.count
             try:
                 batch.builder.append(value, key, headers, timestamp)
@@ -144,13 +164,32 @@ class Accumulator:
             if batch.size >= self.batch_size:
                 batch.is_open = False
                 wake = True
+            if choice is not None:
+                choice.produced += size
+                if choice.produced >= self.sticky.switch_after:
+                    self._switch(topic, info)
             if wake and self.sender_idle:
                 self.sender_idle = False
             else:
                 wake = False
         if wake:
             self.wake_sender()
-        return batch, index, size
+        return batch, index
+
+    def _switch(self, topic: str, info: TopicInfo) -> StickyChoice:
+        sizes = None
+        if self.sticky.adaptive:
+            queues = self._queues
+            sizes = lambda p: len(queues.get(TopicPartition(topic, p)) or ())  # noqa: E731
+        return self.sticky.choose(topic, len(info.partitions), info.available, sizes)
+
+    def _too_large(self, topic: str, size: int) -> None:
+        limit = (
+            f"max.request.size={self.max_request_size}"
+            if size + BATCH_HEADER_SIZE > self.max_request_size
+            else f"buffer.memory={self.buffer_memory}"
+        )
+        raise MessageTooLargeError(f"a record of {size} bytes to {topic!r} exceeds {limit}")
 
     def queue_size(self, partition: int, topic: str) -> int:
         """Batches waiting for a partition (the adaptive partitioner's load signal)."""
@@ -246,6 +285,7 @@ class Accumulator:
             for batch in batches:
                 self.memory_used -= batch.size
                 self.incomplete -= 1
+            self.completions += 1
             self.changed.notify_all()
         for listener in self.listeners:
             listener()

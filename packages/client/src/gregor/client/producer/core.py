@@ -8,9 +8,8 @@ of a new topic, for room in the buffer, for a flush.
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterable, Mapping, Sequence
+from time import time_ns
 from typing import Any
 
 import trio
@@ -19,10 +18,10 @@ from gregor.client.config import ProducerConfig
 from gregor.client.network import NetworkClient
 from gregor.client.partitioner import StickyPartitions, key_partitioner
 from gregor.client.producer.accumulator import Accumulator
+from gregor.client.producer.batch import DeliveryCallback, RecordFuture
 from gregor.client.producer.sender import Sender
 from gregor.client.producer.transactions import TransactionManager
 from gregor.client.serialization import serializer
-from gregor.client.types import TopicPartition
 from gregor.protocol.errors import KafkaError, UnknownTopicOrPartitionError
 from gregor.protocol.records import Compression
 
@@ -66,6 +65,9 @@ class ProducerCore:
         self.client = NetworkClient(
             config, max_in_flight=config.max_in_flight_requests_per_connection
         )
+        sticky = StickyPartitions(
+            config.batch_size, adaptive=config.partitioner_adaptive_partitioning_enable
+        )
         self.accumulator = Accumulator(
             batch_size=config.batch_size,
             linger_ms=config.linger_ms,
@@ -73,16 +75,16 @@ class ProducerCore:
             compression=_CODECS[config.compression_type],
             max_request_size=config.max_request_size,
             max_in_flight_per_partition=per_partition,
+            sticky=sticky,
         )
         self.transactions = TransactionManager(config, self.client)
         self.sender = Sender(config, self.accumulator, self.client, self.transactions)
         self.key_serializer = serializer(config.key_serializer, "key.serializer")
         self.value_serializer = serializer(config.value_serializer, "value.serializer")
         self.partition_for_key = key_partitioner(config.partitioner, config.partitioner_ignore_keys)
-        self.sticky = StickyPartitions(
-            config.batch_size, adaptive=config.partitioner_adaptive_partitioning_enable
-        )
-        self._sticky_lock = threading.Lock()
+        # Every built-in sends a missing key to the sticky partition except murmur2 and
+        # consistent, which hash it as empty; those ask the key partitioner.
+        self.keyless_is_sticky = self.partition_for_key(".", None, 1) is None
         self.max_block = config.max_block_ms / 1000
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -93,7 +95,7 @@ class ProducerCore:
 
     # -- the caller's side -----------------------------------------------------------------
 
-    def prepare(
+    def append_record(
         self,
         topic: str,
         value: Any,
@@ -101,68 +103,47 @@ class ProducerCore:
         partition: int | None,
         headers: Headers,
         timestamp: int | None,
-    ) -> tuple[
-        TopicPartition, bytes | None, bytes | None, list[tuple[str, bytes | None]], int, bool
-    ]:
-        """Serialize and choose the partition: (tp, key, value, headers, timestamp, sticky).
+        on_delivery: DeliveryCallback | None,
+    ) -> RecordFuture | None:
+        """Serialize, partition and append one record: its future, or None when the buffer
+        has no room now. Raises NeedMetadata while the topic's partitions are unknown.
 
-        Raises NeedMetadata when the topic's partition count is not known yet.
+        This runs in the caller's thread for every record, so it is written flat.
         """
-        if not isinstance(topic, str) or not topic:
-            raise TypeError(f"topic must be a non-empty str, not {topic!r}")
+        info = self.client.cluster.topics.get(topic)
+        if info is None:
+            if not isinstance(topic, str) or not topic:
+                raise TypeError(f"topic must be a non-empty str, not {topic!r}")
+            raise NeedMetadata(topic)
         if self.transactions.fatal is not None:
             raise self.transactions.fatal
-        cluster = self.client.cluster
-        count = cluster.partition_count(topic)
-        if count is None:
-            raise NeedMetadata(topic)
         if self.key_serializer is not None:
             key = self.key_serializer(key, topic)
         if self.value_serializer is not None:
             value = self.value_serializer(value, topic)
-        sticky = False
         if partition is None:
-            chosen = self.partition_for_key(topic, key, count) if count else None
-            if chosen is None:
-                with self._sticky_lock:
-                    chosen = self.sticky.partition(
-                        topic, count, cluster.available_partitions(topic), self._queue_sizer(topic)
-                    )
-                sticky = True
-            partition = chosen
-        elif not 0 <= partition < count:
+            if key is not None or not self.keyless_is_sticky:
+                partition = self.partition_for_key(topic, key, len(info.partitions))
+        elif not 0 <= partition < len(info.partitions):
             raise UnknownTopicOrPartitionError(
                 f"partition {partition} of topic {topic!r} does not exist "
-                f"(it has {count} partitions)"
+                f"(it has {len(info.partitions)} partitions)"
             )
         if timestamp is None:
-            timestamp = time.time_ns() // 1_000_000
-        return (
-            TopicPartition(topic, partition),
+            timestamp = time_ns() // 1_000_000
+        appended = self.accumulator.append(
+            topic,
+            partition,
+            info,
             key,
             value,
-            normalize_headers(headers),
+            normalize_headers(headers) if headers else (),
             timestamp,
-            sticky,
+            on_delivery,
         )
-
-    def _queue_sizer(self, topic: str) -> Any:
-        if not self.sticky.adaptive:
+        if appended is None:
             return None
-        size = self.accumulator.queue_size
-        return lambda partition: size(partition, topic)
-
-    def appended(self, tp: TopicPartition, nbytes: int) -> None:
-        """Count bytes that went to a sticky partition (it may switch)."""
-        cluster = self.client.cluster
-        with self._sticky_lock:
-            self.sticky.appended(
-                tp.topic,
-                nbytes,
-                cluster.partition_count(tp.topic) or 1,
-                cluster.available_partitions(tp.topic),
-                self._queue_sizer(tp.topic),
-            )
+        return RecordFuture(appended[0], appended[1], timestamp)
 
     def partitions_for(self, topic: str) -> Sequence[int] | None:
         count = self.client.cluster.partition_count(topic)

@@ -63,30 +63,30 @@ class Producer:
         room in buffer.memory.
         """
         core = self._core
-        deadline = time.monotonic() + core.max_block
-        while True:
+        accumulator = core.accumulator
+        future = None
+        deadline = 0.0
+        while future is None:
+            completions = accumulator.completions
             try:
-                tp, k, v, h, ts, sticky = core.prepare(
-                    topic, value, key, partition, headers, timestamp
+                future = core.append_record(
+                    topic, value, key, partition, headers, timestamp, on_delivery
                 )
-                break
             except NeedMetadata:
                 self._io.call(core.wait_for_topic, topic)
-        accumulator = core.accumulator
-        appended = accumulator.append(tp, k, v, h, ts, on_delivery)
-        while appended is None:
-            remaining = deadline - time.monotonic()
-            with accumulator.changed:
-                if remaining <= 0 or not accumulator.changed.wait(remaining):
-                    raise RequestTimedOutError(
-                        f"no room in buffer.memory ({accumulator.buffer_memory} bytes) for a "
-                        f"record to {tp} within max.block.ms"
-                    )
-            appended = accumulator.append(tp, k, v, h, ts, on_delivery)
-        batch, index, size = appended
-        if sticky:
-            core.appended(tp, size)
-        return RecordFuture(batch, index, ts)
+                continue
+            if future is None:  # no room in buffer.memory: wait, up to max.block.ms
+                now = time.monotonic()
+                deadline = deadline or now + core.max_block
+                with accumulator.changed:
+                    if accumulator.completions != completions:
+                        continue  # room was made since we tried
+                    if now >= deadline or not accumulator.changed.wait(deadline - now):
+                        raise RequestTimedOutError(
+                            f"no room in buffer.memory ({accumulator.buffer_memory} bytes) "
+                            f"for a record to {topic!r} within max.block.ms"
+                        )
+        return future
 
     def poll(self, timeout: float = 0.0) -> int:
         """Run the delivery callbacks of records settled so far; returns how many ran.
