@@ -83,6 +83,7 @@ from gregor.protocol.errors import (
 log = logging.getLogger(__name__)
 
 UNKNOWN_BROKER_EPOCH = -1
+UNCLEAN_ELECTION = "unclean.leader.election.enable"
 AUTO_REBALANCE_FIRST_CHECK_S = 5.0  # as Kafka: the first check 5 s after becoming controller
 
 
@@ -123,6 +124,7 @@ class Controller:
         self._nursery: trio.Nursery | None = None
         self._active_scope = trio.CancelScope()
         self._watched_topics: set[str] = set()
+        self._dynamic_broker_configs: dict[str, dict[str, str]] = {}
 
     def _new_batch(self) -> RequestBatch:
         return RequestBatch(
@@ -713,9 +715,9 @@ class Controller:
 
     async def _unclean_allowed(self, topics: set[str]) -> dict[str, bool]:
         configs = await self.zk.get_entities_configs(znodes.CONFIG_TOPICS, topics)
-        default = self.settings.unclean_leader_election_enable
+        default = self._unclean_default()
         return {
-            topic: _parse_bool(config.get("unclean.leader.election.enable"), default)
+            topic: _parse_bool(config.get(UNCLEAN_ELECTION), default)
             for topic, config in configs.items()
         }
 
@@ -754,6 +756,29 @@ class Controller:
     def enable_unclean_leader_election(self, topic: str | None = None) -> None:
         """A dynamic config change turned unclean election on: elect where now possible."""
         self.put(UncleanLeaderElectionEnable(topic))
+
+    def config_changed(self, entity_type: str, name: str, config: dict[str, str]) -> None:
+        """A dynamic config change reached this broker (see zk.config_changes): the
+        controller cares whether it allows unclean leader election now."""
+        if entity_type == znodes.CONFIG_TOPICS:
+            if _parse_bool(config.get(UNCLEAN_ELECTION), False):
+                self.enable_unclean_leader_election(name)
+        elif entity_type == znodes.CONFIG_BROKERS and name in (
+            znodes.DEFAULT_ENTITY,
+            str(self.broker_id),
+        ):
+            was = self._unclean_default()
+            self._dynamic_broker_configs[name] = dict(config)
+            if self._unclean_default() and not was:
+                self.enable_unclean_leader_election(None)
+
+    def _unclean_default(self) -> bool:
+        """unclean.leader.election.enable of this broker: dynamic over static."""
+        for entity in (str(self.broker_id), znodes.DEFAULT_ENTITY):
+            value = self._dynamic_broker_configs.get(entity, {}).get(UNCLEAN_ELECTION)
+            if value is not None:
+                return _parse_bool(value, False)
+        return self.settings.unclean_leader_election_enable
 
     # -- metrics -------------------------------------------------------------------------
 
