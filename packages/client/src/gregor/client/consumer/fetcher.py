@@ -1,0 +1,347 @@
+"""The prefetching fetcher: Fetch requests to every leader stay in flight while the
+application works through what already arrived.
+
+Each leader gets at most one Fetch in flight (as in the Java client), for every partition it
+leads that is assigned, not paused, has a fetch offset, and has fewer than `PREFETCH`
+responses waiting to be consumed. A response's data goes into the `FetchBuffer` as one
+`CompletedFetch` per partition, and the partition's fetch offset moves past it at once, so
+the next request is already on its way while the application decodes this one.
+
+Errors: a moved leader or an unknown partition refreshes metadata and the partition is
+fetched again from its leader; an offset out of range resets the position as
+auto.offset.reset says (or, with `none`, surfaces the error on the next poll); other errors
+surface on the next poll, naming the partition and broker.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+from collections.abc import Callable
+
+import trio
+
+from gregor.client.config import ConsumerConfig
+from gregor.client.consumer.records import CompletedFetch, next_offset_after
+from gregor.client.consumer.subscription import PartitionState, ResetStrategy, SubscriptionState
+from gregor.client.network import NetworkClient
+from gregor.client.types import TopicPartition
+from gregor.protocol.apis.fetch import (
+    FetchPartition,
+    FetchRequest,
+    FetchResponse,
+    FetchTopic,
+    PartitionData,
+)
+from gregor.protocol.errors import (
+    ErrorCode,
+    KafkaError,
+    NetworkError,
+    OffsetOutOfRangeError,
+    ProtocolError,
+    RequestTimedOutError,
+)
+
+log = logging.getLogger(__name__)
+
+PREFETCH = 2  # responses per partition that may wait for the application
+MAX_FETCH_VERSION = 12  # v13+ name topics by id only
+MIN_FETCH_VERSION = 4  # isolation level, last stable offset, aborted transactions
+READ_COMMITTED = 1
+
+
+class FetchBuffer:
+    """Completed fetches between the fetcher (I/O side) and poll (the application's side).
+
+    Shares the subscription's lock, so that checking a fetch's epoch against its
+    partition and taking it happen in one step.
+    """
+
+    def __init__(self, subscriptions: SubscriptionState) -> None:
+        self.subscriptions = subscriptions
+        self.changed = threading.Condition(subscriptions.lock)
+        self._fetches: collections.deque[CompletedFetch] = collections.deque()
+        self.listeners: list[Callable[[], None]] = []  # told when data arrives
+
+    def put(self, fetches: list[CompletedFetch]) -> None:
+        if not fetches:
+            return
+        with self.changed:
+            self._fetches.extend(fetches)
+            self.changed.notify_all()
+        for listener in self.listeners:
+            listener()
+
+    def next_fetch(self) -> CompletedFetch | None:
+        """The oldest fetch still current (assigned, same epoch) and not paused; stale ones
+        are dropped on the way."""
+        with self.changed:
+            assignment = self.subscriptions.assignment
+            fetches = self._fetches
+            for _ in range(len(fetches)):
+                fetch = fetches.popleft()
+                state = assignment.get(fetch.tp)
+                if state is None or state.epoch != fetch.epoch:
+                    if state is not None:
+                        state.buffered = max(0, state.buffered - 1)
+                    continue
+                if state.paused:
+                    fetches.append(fetch)  # kept for when it is resumed
+                    continue
+                return fetch
+            return None
+
+    def has_data(self) -> bool:
+        with self.changed:
+            assignment = self.subscriptions.assignment
+            return any(
+                (s := assignment.get(f.tp)) is not None and s.epoch == f.epoch and not s.paused
+                for f in self._fetches
+            )
+
+    def clear(self) -> None:
+        with self.changed:
+            self._fetches.clear()
+
+
+class Fetcher:
+    def __init__(
+        self,
+        config: ConsumerConfig,
+        client: NetworkClient,
+        subscriptions: SubscriptionState,
+        buffer: FetchBuffer,
+    ) -> None:
+        self.config = config
+        self.client = client
+        self.subscriptions = subscriptions
+        self.buffer = buffer
+        self.read_committed = config.isolation_level == "read_committed"
+        self._busy: set[int] = set()
+        self._wakeup = trio.Event()
+        self._token: trio.lowlevel.TrioToken | None = None
+
+    def wake(self) -> None:
+        """Re-check what to fetch; safe from any thread."""
+        token = self._token
+        if token is None:
+            return
+        try:
+            if trio.lowlevel.current_trio_token() is token:
+                self._wakeup.set()
+                return
+        except RuntimeError:
+            pass
+        try:
+            token.run_sync_soon(self._wakeup.set)
+        except trio.RunFinishedError:
+            pass
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        self._token = trio.lowlevel.current_trio_token()
+        self.client.listeners.append(self.wake)
+        async with trio.open_nursery() as nursery:
+            task_status.started()
+            while True:
+                woken = self._wakeup
+                self._start_fetches(nursery)
+                with trio.move_on_after(1.0):
+                    await woken.wait()
+                if self._wakeup is woken:
+                    self._wakeup = trio.Event()
+
+    def _start_fetches(self, nursery: trio.Nursery) -> None:
+        cluster = self.client.cluster
+        plan: dict[int, list[tuple[TopicPartition, int, int]]] = {}
+        unknown_leader = False
+        subscriptions = self.subscriptions
+        with subscriptions.lock:
+            for tp, state in subscriptions.assignment.items():
+                if (
+                    state.paused
+                    or state.in_flight
+                    or state.fetch_offset is None
+                    or state.buffered >= PREFETCH
+                ):
+                    continue
+                leader = cluster.leader_for(tp)
+                if leader < 0:
+                    unknown_leader = True
+                    continue
+                if leader in self._busy:
+                    continue
+                if not self.client.is_ready(leader):
+                    self.client.initiate_connect(leader)
+                    continue
+                plan.setdefault(leader, []).append((tp, state.epoch, state.fetch_offset))
+            for parts in plan.values():
+                for tp, _, _ in parts:
+                    subscriptions.assignment[tp].in_flight = True
+        if unknown_leader:
+            self.client.add_topics(subscriptions.topics)
+            self.client.request_update()
+        for node, parts in plan.items():
+            self._busy.add(node)
+            nursery.start_soon(self._fetch, node, parts)
+
+    def _request(self, parts: list[tuple[TopicPartition, int, int]]) -> FetchRequest:
+        config = self.config
+        cluster = self.client.cluster
+        topics: dict[str, list[FetchPartition]] = {}
+        for tp, _, offset in parts:
+            info = cluster.partition_info(tp)
+            topics.setdefault(tp.topic, []).append(
+                FetchPartition(
+                    partition=tp.partition,
+                    current_leader_epoch=info.leader_epoch if info is not None else -1,
+                    fetch_offset=offset,
+                    partition_max_bytes=config.max_partition_fetch_bytes,
+                )
+            )
+        return FetchRequest(
+            replica_id=-1,
+            max_wait_ms=config.fetch_max_wait_ms,
+            min_bytes=config.fetch_min_bytes,
+            max_bytes=config.fetch_max_bytes,
+            isolation_level=READ_COMMITTED if self.read_committed else 0,
+            session_id=0,
+            session_epoch=-1,  # no fetch session: every request is a full fetch
+            topics=[FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+            rack_id=config.client_rack,
+        )
+
+    async def _fetch(self, node: int, parts: list[tuple[TopicPartition, int, int]]) -> None:
+        where = str(self.client.cluster.broker(node) or f"broker {node}")
+        try:
+            connection = await self.client.connect(node)
+            version = connection.version_for(
+                FetchRequest, max_version=MAX_FETCH_VERSION, min_version=MIN_FETCH_VERSION
+            )
+            timeout = (self.config.request_timeout_ms + self.config.fetch_max_wait_ms) / 1000
+            response = await self.client.send(
+                connection, self._request(parts), version, timeout=timeout
+            )
+            assert isinstance(response, FetchResponse)
+            if response.error_code:
+                raise KafkaError.for_code(response.error_code)(f"fetch from {where}")
+            self._handle(response, parts, where)
+        except (NetworkError, RequestTimedOutError) as exc:
+            log.debug("fetch from %s failed: %s", where, exc)
+            self.client.request_update()
+        except (KafkaError, ProtocolError) as exc:
+            log.warning("fetch from %s failed: %s", where, exc)
+            self.client.request_update()
+        finally:
+            self._busy.discard(node)
+            with self.subscriptions.lock:
+                for tp, _, _ in parts:
+                    state = self.subscriptions.assignment.get(tp)
+                    if state is not None:
+                        state.in_flight = False
+            self.wake()
+
+    def _handle(
+        self, response: FetchResponse, parts: list[tuple[TopicPartition, int, int]], where: str
+    ) -> None:
+        asked = {tp: (epoch, offset) for tp, epoch, offset in parts}
+        completed: list[CompletedFetch] = []
+        refresh = False
+        with self.subscriptions.lock:
+            for topic in response.responses:
+                for data in topic.partitions:
+                    tp = TopicPartition(topic.topic, data.partition_index)
+                    if tp not in asked:
+                        continue
+                    epoch, offset = asked[tp]
+                    state = self.subscriptions.assignment.get(tp)
+                    if state is None or state.epoch != epoch:
+                        continue  # sought or revoked while the fetch was out
+                    refresh |= self._partition(tp, state, epoch, offset, data, where, completed)
+        if refresh:
+            self.client.request_update()
+        self.buffer.put(completed)
+
+    def _partition(
+        self,
+        tp: TopicPartition,
+        state: PartitionState,
+        epoch: int,
+        offset: int,
+        data: PartitionData,
+        where: str,
+        completed: list[CompletedFetch],
+    ) -> bool:
+        """Settle one partition of a response (under the lock); True to refresh metadata."""
+        code = data.error_code
+        if code == ErrorCode.NONE:
+            state.high_watermark = data.high_watermark
+            state.last_stable_offset = data.last_stable_offset
+            state.log_start_offset = data.log_start_offset
+            if not data.records or not isinstance(data.records, bytes | memoryview):
+                return False  # (a decoded response never holds a file region)
+            records = memoryview(data.records)
+            next_offset = next_offset_after(records, offset)
+            if next_offset == offset:
+                return False  # only part of a batch: it must be fetched again, whole
+            aborted = (
+                [(a.first_offset, a.producer_id) for a in data.aborted_transactions or ()]
+                if self.read_committed
+                else None
+            )
+            completed.append(
+                CompletedFetch(
+                    tp,
+                    epoch,
+                    offset,
+                    records,
+                    next_offset,
+                    read_committed=self.read_committed,
+                    aborted=aborted,
+                )
+            )
+            state.fetch_offset = next_offset
+            state.buffered += 1
+            return False
+        error_class = KafkaError.for_code(code)
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            if self.subscriptions.default_reset is ResetStrategy.NONE:
+                self._surface(
+                    tp,
+                    epoch,
+                    offset,
+                    OffsetOutOfRangeError(
+                        f"offset {offset} of {tp} is out of range on {where} and "
+                        "auto.offset.reset=none"
+                    ),
+                    completed,
+                    state,
+                )
+            else:
+                log.info("offset %d of %s is out of range; resetting", offset, tp)
+                self.subscriptions.request_reset(tp)
+            return False
+        if error_class.invalid_metadata or error_class.retriable:
+            return True
+        self._surface(
+            tp,
+            epoch,
+            offset,
+            error_class(f"fetching {tp} from {where}: {error_class.error_name()}"),
+            completed,
+            state,
+        )
+        return False
+
+    @staticmethod
+    def _surface(
+        tp: TopicPartition,
+        epoch: int,
+        offset: int,
+        error: KafkaError,
+        completed: list[CompletedFetch],
+        state: PartitionState,
+    ) -> None:
+        """Hand an error to the application through the buffer (raised by poll)."""
+        completed.append(CompletedFetch(tp, epoch, offset, b"", offset, error=error))
+        state.buffered += 1
