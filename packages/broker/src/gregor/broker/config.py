@@ -170,6 +170,50 @@ SETTINGS: Final[dict[str, tuple[str, Parser, str | None]]] = {
         "3",
     ),
     "offsets.topic.num.partitions": ("offsets_topic_num_partitions", _integer(1, INT_MAX), "50"),
+    # the group coordinator and __consumer_offsets
+    "offsets.topic.segment.bytes": (
+        "offsets_topic_segment_bytes",
+        _integer(1, INT_MAX),
+        "104857600",
+    ),
+    "offsets.load.buffer.size": ("offsets_load_buffer_size", _integer(1, INT_MAX), "5242880"),
+    "offsets.commit.timeout.ms": ("offsets_commit_timeout_ms", _integer(1, INT_MAX), "5000"),
+    "offsets.retention.minutes": ("offsets_retention_minutes", _integer(1, INT_MAX), "10080"),
+    "offsets.retention.check.interval.ms": (
+        "offsets_retention_check_interval_ms",
+        _integer(1, LONG_MAX),
+        "600000",
+    ),
+    "offset.metadata.max.bytes": ("offset_metadata_max_bytes", _integer(0, INT_MAX), "4096"),
+    "group.min.session.timeout.ms": ("group_min_session_timeout_ms", _integer(0, INT_MAX), "6000"),
+    "group.max.session.timeout.ms": (
+        "group_max_session_timeout_ms",
+        _integer(0, INT_MAX),
+        "1800000",
+    ),
+    "group.initial.rebalance.delay.ms": (
+        "group_initial_rebalance_delay_ms",
+        _integer(0, INT_MAX),
+        "3000",
+    ),
+    "group.max.size": ("group_max_size", _integer(1, INT_MAX), "2147483647"),
+    # __transaction_state (created for FindCoordinator; its coordinator comes later)
+    "transaction.state.log.num.partitions": (
+        "transaction_state_log_num_partitions",
+        _integer(1, INT_MAX),
+        "50",
+    ),
+    "transaction.state.log.replication.factor": (
+        "transaction_state_log_replication_factor",
+        _integer(1, 32767),
+        "3",
+    ),
+    "transaction.state.log.min.isr": ("transaction_state_log_min_isr", _integer(1, INT_MAX), "2"),
+    "transaction.state.log.segment.bytes": (
+        "transaction_state_log_segment_bytes",
+        _integer(1, INT_MAX),
+        "104857600",
+    ),
     # replication
     "replica.lag.time.max.ms": ("replica_lag_time_max_ms", _integer(0, LONG_MAX), "30000"),
     "replica.fetch.wait.max.ms": ("replica_fetch_wait_max_ms", _integer(0, INT_MAX), "500"),
@@ -223,9 +267,6 @@ IGNORED: Final = frozenset(
         "num.io.threads",
         "queued.max.requests",
         "num.recovery.threads.per.data.dir",
-        "group.initial.rebalance.delay.ms",
-        "transaction.state.log.replication.factor",
-        "transaction.state.log.min.isr",
         "zookeeper.max.in.flight.requests",
         "zookeeper.set.acl",
         "inter.broker.protocol.version",
@@ -269,6 +310,20 @@ class BrokerConfig:
     message_max_bytes: int
     offsets_topic_replication_factor: int
     offsets_topic_num_partitions: int
+    offsets_topic_segment_bytes: int
+    offsets_load_buffer_size: int
+    offsets_commit_timeout_ms: int
+    offsets_retention_minutes: int
+    offsets_retention_check_interval_ms: int
+    offset_metadata_max_bytes: int
+    group_min_session_timeout_ms: int
+    group_max_session_timeout_ms: int
+    group_initial_rebalance_delay_ms: int
+    group_max_size: int
+    transaction_state_log_num_partitions: int
+    transaction_state_log_replication_factor: int
+    transaction_state_log_min_isr: int
+    transaction_state_log_segment_bytes: int
     replica_lag_time_max_ms: int
     replica_fetch_wait_max_ms: int
     replica_fetch_max_bytes: int
