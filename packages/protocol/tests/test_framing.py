@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import pytest
 
+from gregor.protocol.apis import ApiKey
 from gregor.protocol.apis.api_versions import ApiVersion, ApiVersionsRequest, ApiVersionsResponse
-from gregor.protocol.errors import DecodeError, FrameTooLargeError, UnsupportedVersionError
+from gregor.protocol.apis.fetch import FetchableTopicResponse, FetchResponse, PartitionData
+from gregor.protocol.apis.produce import PartitionProduceData, ProduceRequest, TopicProduceData
+from gregor.protocol.errors import (
+    DecodeError,
+    EncodeError,
+    FrameTooLargeError,
+    UnsupportedVersionError,
+)
 from gregor.protocol.framing import (
     FrameReader,
     decode_request,
     decode_response,
     encode_request,
     encode_response,
+    encode_response_chunks,
     peek_request,
 )
 
@@ -93,3 +102,45 @@ def test_frame_reader_refuses_a_huge_size_before_buffering_it() -> None:
     negative.feed(b"\xff\xff\xff\xfe")
     with pytest.raises(DecodeError):
         negative.next_frame()
+
+
+class _Region:
+    """A stand-in for a file slice: only its length matters to the encoder."""
+
+    def __init__(self, length: int) -> None:
+        self.length = length
+
+    def __len__(self) -> int:
+        return self.length
+
+
+def _fetch_response_with_region(region: _Region) -> FetchResponse:
+    partitions = [PartitionData(partition_index=0, records=region), PartitionData(1, records=b"")]
+    return FetchResponse(responses=[FetchableTopicResponse(topic="t", partitions=partitions)])
+
+
+def test_a_file_region_travels_as_a_chunk_with_the_frame_size_counting_it() -> None:
+    region = _Region(1000)
+    response = _fetch_response_with_region(region)
+    chunks = encode_response_chunks(response, 4, correlation_id=3)
+    head, middle, tail = chunks
+    assert middle is region
+    assert isinstance(head, bytes) and isinstance(tail, bytes)
+    assert int.from_bytes(head[:4], "big") == len(head) - 4 + len(region) + len(tail)
+    # With the region's bytes in its place, the frame decodes like any other.
+    frame = head + b"\x00" * len(region) + tail
+    assert decode_response(frame[4:], ApiKey.FETCH, 4)[1] == _fetch_response_with_region(
+        b"\x00" * 1000  # type: ignore[arg-type]
+    )
+
+
+@pytest.mark.parametrize("version", [4, 12])
+def test_whole_frame_encoders_refuse_file_regions(version: int) -> None:
+    # These used to return a short frame with a wrong size prefix (or raise struct.error).
+    response = _fetch_response_with_region(_Region(10))
+    with pytest.raises(EncodeError, match="encode_response_chunks"):
+        encode_response(response, version, correlation_id=1)
+    partition = PartitionProduceData(index=0, records=_Region(10))  # type: ignore[arg-type]
+    request = ProduceRequest(topic_data=[TopicProduceData("t", [partition])])
+    with pytest.raises(EncodeError, match="file region"):
+        encode_request(request, 3, correlation_id=1)

@@ -20,6 +20,7 @@ from gregor.protocol.apis import REQUESTS, RESPONSES, ApiKey
 from gregor.protocol.apis.api_versions import ApiVersionsResponse
 from gregor.protocol.errors import (
     DecodeError,
+    EncodeError,
     ErrorCode,
     FrameTooLargeError,
     InvalidRequestError,
@@ -86,8 +87,7 @@ def encode_request(
     header = RequestHeader(request.api_key, version, correlation_id, client_id)
     header.encode_into(out, request_header_version(request.api_key, version))
     request.encode_into(out, version)
-    INT32.pack_into(out, 0, len(out) - 4)
-    return bytes(out)
+    return _whole_frame(out, request)
 
 
 def decode_request_header(frame: bytes) -> tuple[RequestHeader, int]:
@@ -137,6 +137,17 @@ def encode_response(response: Response, version: int, correlation_id: int) -> by
         out, response_header_version(response.api_key, version)
     )
     response.encode_into(out, version)
+    return _whole_frame(out, response)
+
+
+def _whole_frame(out: Writer, message: Message) -> bytes:
+    """The frame in `out` as bytes, its size prefix filled in."""
+    if out.has_regions():
+        # The bytes before the region have left `out` already: a frame made of what is
+        # left would be short and mislabeled. Regions travel only as chunks.
+        raise EncodeError(
+            f"{type(message).__name__} holds a file region: use encode_response_chunks()"
+        )
     INT32.pack_into(out, 0, len(out) - 4)
     return bytes(out)
 
