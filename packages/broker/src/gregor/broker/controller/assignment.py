@@ -18,7 +18,7 @@ leadership across topics); so do we.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import attrs
 
@@ -62,20 +62,15 @@ def assign_replicas(
         )
     rng = rng or random.Random()
     if all(b.rack is None for b in brokers):
-        return _rack_unaware(
-            [b.id for b in brokers],
-            partitions,
-            replication_factor,
-            start_index,
-            start_partition,
-            rng,
-        )
-    if any(b.rack is None for b in brokers):
+        pick = _rack_unaware([b.id for b in brokers], replication_factor)
+    elif any(b.rack is None for b in brokers):
         raise AssignmentError(
             "Not all brokers have rack information for replica rack aware assignment."
         )
-    racks = {b.id: str(b.rack) for b in brokers}
-    return _rack_aware(racks, partitions, replication_factor, start_index, start_partition, rng)
+    else:
+        racks = {b.id: str(b.rack) for b in brokers}
+        pick = _rack_aware(racks, replication_factor)
+    return _round_robin(len(brokers), partitions, start_index, start_partition, rng, pick)
 
 
 def _replica_index(first: int, shift: int, replica: int, brokers: int) -> int:
@@ -91,29 +86,39 @@ def _starts(start_index: int, count: int, rng: random.Random) -> tuple[int, int]
     return rng.randrange(count), rng.randrange(count)
 
 
-def _rack_unaware(
-    broker_ids: list[int],
+# Picks a partition's replicas: (index of its first replica, current shift) -> broker ids.
+_Picker = Callable[[int, int], list[int]]
+
+
+def _round_robin(
+    brokers: int,
     partitions: int,
-    replication_factor: int,
     start_index: int,
     start_partition: int,
     rng: random.Random,
+    pick: _Picker,
 ) -> dict[int, list[int]]:
-    n = len(broker_ids)
-    start, shift = _starts(start_index, n, rng)
+    """The loop both variants share: leaders round robin from the start index, the shift
+    growing by one each time the partition ids wrap around the broker list."""
+    start, shift = _starts(start_index, brokers, rng)
     result: dict[int, list[int]] = {}
     partition = max(0, start_partition)
     for _ in range(partitions):
-        if partition > 0 and partition % n == 0:
+        if partition > 0 and partition % brokers == 0:
             shift += 1
-        first = (partition + start) % n
-        replicas = [broker_ids[first]]
-        replicas += [
-            broker_ids[_replica_index(first, shift, j, n)] for j in range(replication_factor - 1)
-        ]
-        result[partition] = replicas
+        result[partition] = pick((partition + start) % brokers, shift)
         partition += 1
     return result
+
+
+def _rack_unaware(broker_ids: list[int], replication_factor: int) -> _Picker:
+    n = len(broker_ids)
+
+    def pick(first: int, shift: int) -> list[int]:
+        followers = [_replica_index(first, shift, j, n) for j in range(replication_factor - 1)]
+        return [broker_ids[first]] + [broker_ids[i] for i in followers]
+
+    return pick
 
 
 def rack_alternated_brokers(racks: Mapping[int, str]) -> list[int]:
@@ -130,24 +135,12 @@ def rack_alternated_brokers(racks: Mapping[int, str]) -> list[int]:
     return result
 
 
-def _rack_aware(
-    racks: Mapping[int, str],
-    partitions: int,
-    replication_factor: int,
-    start_index: int,
-    start_partition: int,
-    rng: random.Random,
-) -> dict[int, list[int]]:
+def _rack_aware(racks: Mapping[int, str], replication_factor: int) -> _Picker:
     arranged = rack_alternated_brokers(racks)
     n = len(arranged)
     rack_count = len(set(racks.values()))
-    start, shift = _starts(start_index, n, rng)
-    result: dict[int, list[int]] = {}
-    partition = max(0, start_partition)
-    for _ in range(partitions):
-        if partition > 0 and partition % n == 0:
-            shift += 1
-        first = (partition + start) % n
+
+    def pick(first: int, shift: int) -> list[int]:
         leader = arranged[first]
         replicas = [leader]
         racks_used = {racks[leader]}
@@ -167,6 +160,6 @@ def _rack_aware(
                     racks_used.add(rack)
                     brokers_used.add(broker)
                     break
-        result[partition] = replicas
-        partition += 1
-    return result
+        return replicas
+
+    return pick

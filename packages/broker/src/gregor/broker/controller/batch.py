@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import attrs
 
@@ -23,6 +23,7 @@ from gregor.broker.zk.znodes import (
     LeaderAndIsr,
     ReplicaAssignment,
     TopicPartition,
+    group_by_topic,
 )
 from gregor.protocol.apis.leader_and_isr import (
     LeaderAndIsrLiveLeader,
@@ -305,6 +306,24 @@ class RequestBatch:
 # -- request bodies, per version ----------------------------------------------------------
 
 
+S = TypeVar("S")
+TS = TypeVar("TS")
+
+
+def _by_topic(
+    entries: Sequence[_LeaderAndIsrEntry | _MetadataEntry],
+    states: Sequence[S],
+    topic_ids: Mapping[str, uuid.UUID | None],
+    topic_state: Callable[[str, uuid.UUID, list[S]], TS],
+) -> list[TS]:
+    """Partition states grouped into the topic states of v2+ (LeaderAndIsr) / v5+
+    (UpdateMetadata), with each topic's id."""
+    pairs = ((e.tp.topic, s) for e, s in zip(entries, states, strict=True))
+    return [
+        topic_state(t, topic_ids.get(t) or _ZERO_UUID, parts) for t, parts in group_by_topic(pairs)
+    ]
+
+
 @attrs.frozen
 class LeaderAndIsrBuilder:
     controller_id: int
@@ -325,13 +344,9 @@ class LeaderAndIsrBuilder:
         if version < 2:
             request.ungrouped_partition_states = states
             return request
-        by_topic: dict[str, list[LeaderAndIsrPartitionState]] = {}
-        for entry, state in zip(self.entries, states, strict=True):
-            by_topic.setdefault(entry.tp.topic, []).append(state)
-        request.topic_states = [
-            LeaderAndIsrTopicState(topic, self.topic_ids.get(topic) or _ZERO_UUID, parts)
-            for topic, parts in sorted(by_topic.items())
-        ]
+        request.topic_states = _by_topic(
+            self.entries, states, self.topic_ids, LeaderAndIsrTopicState
+        )
         return request
 
     def _state(self, entry: _LeaderAndIsrEntry) -> LeaderAndIsrPartitionState:
@@ -379,13 +394,9 @@ class UpdateMetadataBuilder:
         if version < 5:
             request.ungrouped_partition_states = states
             return request
-        by_topic: dict[str, list[UpdateMetadataPartitionState]] = {}
-        for entry, state in zip(self.entries, states, strict=True):
-            by_topic.setdefault(entry.tp.topic, []).append(state)
-        request.topic_states = [
-            UpdateMetadataTopicState(topic, self.topic_ids.get(topic) or _ZERO_UUID, parts)
-            for topic, parts in sorted(by_topic.items())
-        ]
+        request.topic_states = _by_topic(
+            self.entries, states, self.topic_ids, UpdateMetadataTopicState
+        )
         return request
 
     @staticmethod
@@ -457,14 +468,11 @@ class StopReplicaBuilder:
             broker_epoch=self.broker_epoch,
         )
         if version >= 3:
-            by_topic: dict[str, list[StopReplicaPartitionState]] = {}
-            for e in self.entries:
-                by_topic.setdefault(e.tp.topic, []).append(
-                    StopReplicaPartitionState(e.tp.partition, e.leader_epoch, e.delete)
-                )
-            request.topic_states = [
-                StopReplicaTopicState(topic, parts) for topic, parts in sorted(by_topic.items())
-            ]
+            states = group_by_topic(
+                (e.tp.topic, StopReplicaPartitionState(e.tp.partition, e.leader_epoch, e.delete))
+                for e in self.entries
+            )
+            request.topic_states = [StopReplicaTopicState(t, parts) for t, parts in states]
             return request
         chosen = [e for e in self.entries if e.delete == delete_flag]
         request.delete_partitions = bool(delete_flag)
@@ -473,8 +481,6 @@ class StopReplicaBuilder:
                 StopReplicaPartitionV0(e.tp.topic, e.tp.partition) for e in chosen
             ]
         else:
-            indexes: dict[str, list[int]] = {}
-            for e in chosen:
-                indexes.setdefault(e.tp.topic, []).append(e.tp.partition)
-            request.topics = [StopReplicaTopicV1(t, p) for t, p in sorted(indexes.items())]
+            indexes = group_by_topic((e.tp.topic, e.tp.partition) for e in chosen)
+            request.topics = [StopReplicaTopicV1(t, p) for t, p in indexes]
         return request

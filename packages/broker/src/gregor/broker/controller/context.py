@@ -8,9 +8,10 @@ events; ZooKeeper stays the source of truth (every change is written there first
 from __future__ import annotations
 
 import enum
+import logging
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from gregor.broker.zk.znodes import (
     EPOCH_DURING_DELETE,
@@ -20,6 +21,8 @@ from gregor.broker.zk.znodes import (
     ReplicaAssignment,
     TopicPartition,
 )
+
+log = logging.getLogger(__name__)
 
 
 class PartitionState(enum.Enum):
@@ -73,6 +76,23 @@ _REPLICA_TRANSITIONS = {
     _R.DELETION_INELIGIBLE: frozenset({_R.OFFLINE, _R.DELETION_STARTED}),
     _R.NON_EXISTENT: frozenset({_R.DELETION_SUCCESSFUL}),
 }
+
+
+K = TypeVar("K")
+S = TypeVar("S", PartitionState, ReplicaState)
+
+
+def valid_transitions(states: dict[K, S], items: Iterable[K], target: S, initial: S) -> list[K]:
+    """The items that may move to `target` from their current state (unknown ones start in
+    `initial`); the others are logged and left out, as Kafka's state machines do."""
+    valid = []
+    for item in items:
+        current = states.setdefault(item, initial)
+        if current in target.valid_previous:
+            valid.append(item)
+        else:
+            log.error("%s cannot move from %s to %s", item, current.value, target.value)
+    return valid
 
 
 class PartitionReplica(NamedTuple):

@@ -13,7 +13,11 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 
 from gregor.broker.controller.batch import RequestBatch
-from gregor.broker.controller.context import ControllerContext, PartitionState
+from gregor.broker.controller.context import (
+    ControllerContext,
+    PartitionState,
+    valid_transitions,
+)
 from gregor.broker.controller.election import ElectionResult, Strategy, elect
 from gregor.broker.zk.client import ControllerMovedError, KafkaZkClient
 from gregor.broker.zk.znodes import LeaderAndIsr, TopicPartition
@@ -94,13 +98,9 @@ class PartitionStateMachine:
         self, tps: list[TopicPartition], target: PartitionState, strategy: Strategy | None
     ) -> Results:
         context = self.context
-        valid: list[TopicPartition] = []
-        for tp in tps:
-            current = context.partition_states.setdefault(tp, PartitionState.NON_EXISTENT)
-            if current in target.valid_previous:
-                valid.append(tp)
-            else:
-                log.error("partition %s cannot move from %s to %s", tp, current.value, target.value)
+        valid = valid_transitions(
+            context.partition_states, tps, target, PartitionState.NON_EXISTENT
+        )
         if target != PartitionState.ONLINE:
             for tp in valid:
                 context.partition_states[tp] = target

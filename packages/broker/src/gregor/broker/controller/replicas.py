@@ -20,7 +20,12 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from gregor.broker.controller.batch import RequestBatch
-from gregor.broker.controller.context import ControllerContext, PartitionReplica, ReplicaState
+from gregor.broker.controller.context import (
+    ControllerContext,
+    PartitionReplica,
+    ReplicaState,
+    valid_transitions,
+)
 from gregor.broker.controller.partitions import StateChangeFailedError
 from gregor.broker.zk.client import ControllerMovedError, KafkaZkClient
 from gregor.broker.zk.znodes import NO_LEADER, LeaderAndIsr, ReplicaAssignment, TopicPartition
@@ -71,19 +76,9 @@ class ReplicaStateMachine:
         self, broker_id: int, replicas: list[PartitionReplica], target: ReplicaState
     ) -> None:
         context = self.context
-        valid: list[PartitionReplica] = []
-        for replica in replicas:
-            current = context.replica_states.setdefault(replica, ReplicaState.NON_EXISTENT)
-            if current in target.valid_previous:
-                valid.append(replica)
-            else:
-                log.error(
-                    "replica %d of %s cannot move from %s to %s",
-                    broker_id,
-                    replica.tp,
-                    current.value,
-                    target.value,
-                )
+        valid = valid_transitions(
+            context.replica_states, replicas, target, ReplicaState.NON_EXISTENT
+        )
         if target == ReplicaState.NEW:
             self._to_new(broker_id, valid)
         elif target == ReplicaState.ONLINE:

@@ -12,8 +12,8 @@ broker's dynamic setting, the cluster-wide dynamic default, server.properties, t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 
@@ -23,6 +23,7 @@ from gregor.broker.zk import znodes
 from gregor.protocol.apis import ApiKey
 from gregor.protocol.apis.alter_configs import (
     AlterConfigsRequest,
+    AlterConfigsResource,
     AlterConfigsResourceResponse,
     AlterConfigsResponse,
 )
@@ -350,31 +351,43 @@ async def _alter_broker(
         await broker.zk.change_entity_config(znodes.CONFIG_BROKERS, entity, config)
 
 
+R = TypeVar("R", AlterConfigsResourceResponse, IncrementalResult)
+Res = TypeVar("Res", AlterConfigsResource, IncrementalResource)
+
+
+async def _per_resource(
+    resources: list[Res], result_type: type[R], alter: Callable[[Res], Awaitable[None]]
+) -> list[R]:
+    """Alter each resource on its own: one failing does not stop the others."""
+    results = []
+    for resource in resources:
+        result = result_type(
+            resource_type=resource.resource_type,
+            resource_name=resource.resource_name,
+            error_message=None,
+        )
+        try:
+            await alter(resource)
+        except KafkaError as exc:
+            result.error_code, result.error_message = exc.code, str(exc)
+        results.append(result)
+    return results
+
+
 @handles(ApiKey.ALTER_CONFIGS, "0-2")
 async def alter_configs(
     ctx: RequestContext, request: AlterConfigsRequest, version: int
 ) -> AlterConfigsResponse:
     broker = ctx.broker
-    response = AlterConfigsResponse()
-    for resource in request.resources:
-        result = AlterConfigsResourceResponse(
-            resource_type=resource.resource_type,
-            resource_name=resource.resource_name,
-            error_message=None,
-        )
+
+    async def alter(resource: AlterConfigsResource) -> None:
         config = {c.name: c.value for c in resource.configs if c.value is not None}
-        try:
-            await _alter(
-                broker,
-                resource.resource_type,
-                resource.resource_name,
-                config,
-                request.validate_only,
-            )
-        except KafkaError as exc:
-            result.error_code, result.error_message = exc.code, str(exc)
-        response.responses.append(result)
-    return response
+        await _alter(
+            broker, resource.resource_type, resource.resource_name, config, request.validate_only
+        )
+
+    results = await _per_resource(request.resources, AlterConfigsResourceResponse, alter)
+    return AlterConfigsResponse(responses=results)
 
 
 async def _alter(
@@ -396,19 +409,12 @@ async def incremental_alter_configs(
     ctx: RequestContext, request: IncrementalAlterConfigsRequest, version: int
 ) -> IncrementalAlterConfigsResponse:
     broker = ctx.broker
-    response = IncrementalAlterConfigsResponse()
-    for resource in request.resources:
-        result = IncrementalResult(
-            resource_type=resource.resource_type,
-            resource_name=resource.resource_name,
-            error_message=None,
-        )
-        try:
-            await _incremental(broker, resource, request.validate_only)
-        except KafkaError as exc:
-            result.error_code, result.error_message = exc.code, str(exc)
-        response.responses.append(result)
-    return response
+
+    async def alter(resource: IncrementalResource) -> None:
+        await _incremental(broker, resource, request.validate_only)
+
+    results = await _per_resource(request.resources, IncrementalResult, alter)
+    return IncrementalAlterConfigsResponse(responses=results)
 
 
 async def _incremental(broker: Broker, resource: IncrementalResource, validate_only: bool) -> None:

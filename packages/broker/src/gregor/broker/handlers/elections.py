@@ -13,6 +13,7 @@ from gregor.broker.apis import RequestContext, handles
 from gregor.broker.controller import ApiError, ElectionType
 from gregor.broker.handlers.topics import await_metadata
 from gregor.broker.zk import TopicPartition
+from gregor.broker.zk.znodes import group_by_topic
 from gregor.protocol.apis import ApiKey
 from gregor.protocol.apis.elect_leaders import (
     ElectLeadersRequest,
@@ -67,11 +68,10 @@ async def elect_leaders(
         )
     if request.topic_partitions is None:
         errors = {tp: e for tp, e in errors.items() if e.code != ErrorCode.ELECTION_NOT_NEEDED}
-    by_topic: dict[str, list[PartitionResult]] = {}
-    for tp, error in sorted(errors.items()):
-        by_topic.setdefault(tp.topic, []).append(
-            PartitionResult(tp.partition, error.code, error.message)
-        )
+    by_topic = group_by_topic(
+        (tp.topic, PartitionResult(tp.partition, error.code, error.message))
+        for tp, error in sorted(errors.items())
+    )
     return ElectLeadersResponse(
-        replica_election_results=[ReplicaElectionResult(t, r) for t, r in by_topic.items()]
+        replica_election_results=[ReplicaElectionResult(t, r) for t, r in by_topic]
     )

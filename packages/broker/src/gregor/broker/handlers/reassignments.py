@@ -6,6 +6,7 @@ from __future__ import annotations
 from gregor.broker.apis import RequestContext, handles
 from gregor.broker.controller import ApiError
 from gregor.broker.zk import TopicPartition
+from gregor.broker.zk.znodes import group_by_topic
 from gregor.protocol.apis import ApiKey
 from gregor.protocol.apis.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
@@ -37,14 +38,13 @@ async def alter_partition_reassignments(
         return AlterPartitionReassignmentsResponse(
             error_code=outcome.code, error_message=outcome.message
         )
-    by_topic: dict[str, list[ReassignablePartitionResponse]] = {}
-    for tp, error in sorted(outcome.items()):
-        by_topic.setdefault(tp.topic, []).append(
-            ReassignablePartitionResponse(tp.partition, error.code, error.message)
-        )
+    by_topic = group_by_topic(
+        (tp.topic, ReassignablePartitionResponse(tp.partition, error.code, error.message))
+        for tp, error in sorted(outcome.items())
+    )
     return AlterPartitionReassignmentsResponse(
         error_message=None,
-        responses=[ReassignableTopicResponse(t, parts) for t, parts in by_topic.items()],
+        responses=[ReassignableTopicResponse(t, parts) for t, parts in by_topic],
     )
 
 
@@ -62,17 +62,16 @@ async def list_partition_reassignments(
         return ListPartitionReassignmentsResponse(
             error_code=outcome.code, error_message=outcome.message
         )
-    by_topic: dict[str, list[OngoingPartitionReassignment]] = {}
-    for tp, assignment in sorted(outcome.items()):
-        by_topic.setdefault(tp.topic, []).append(
+    by_topic = group_by_topic(
+        (
+            tp.topic,
             OngoingPartitionReassignment(
-                tp.partition,
-                list(assignment.replicas),
-                list(assignment.adding),
-                list(assignment.removing),
-            )
+                tp.partition, list(a.replicas), list(a.adding), list(a.removing)
+            ),
         )
+        for tp, a in sorted(outcome.items())
+    )
     return ListPartitionReassignmentsResponse(
         error_message=None,
-        topics=[OngoingTopicReassignment(t, parts) for t, parts in by_topic.items()],
+        topics=[OngoingTopicReassignment(t, parts) for t, parts in by_topic],
     )

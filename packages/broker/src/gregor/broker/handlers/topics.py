@@ -10,8 +10,8 @@ deleted topics are gone), and reports REQUEST_TIMED_OUT for what did not get the
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 
@@ -82,8 +82,31 @@ async def await_leaders(
     return {topic for topic, _ in missing_leaders(broker, partitions)}
 
 
-def _is_controller(broker: Broker) -> bool:
-    return broker.controller.is_active
+class _Result(Protocol):
+    name: str
+    error_code: int
+    error_message: str | None
+
+
+def _answered_not_controller(broker: Broker, results: Sequence[_Result]) -> bool:
+    """Unless this broker is the controller, every result is NOT_CONTROLLER (True)."""
+    if broker.controller.is_active:
+        return False
+    for result in results:
+        result.error_code = ErrorCode.NOT_CONTROLLER
+    return True
+
+
+async def _await_done(
+    broker: Broker, done: Sequence[_Result], partitions: set[tuple[str, int]], timeout_ms: int
+) -> None:
+    """Wait for the partitions' leaders; what has none in time is REQUEST_TIMED_OUT (as is
+    everything with no time to wait, as Kafka answers)."""
+    late = await await_leaders(broker, partitions, timeout_ms)
+    for result in done:
+        if result.name in late or timeout_ms <= 0:
+            result.error_code = ErrorCode.REQUEST_TIMED_OUT
+            result.error_message = None
 
 
 @handles(ApiKey.CREATE_TOPICS, "0-7")
@@ -94,9 +117,7 @@ async def create_topics(
     response = CreateTopicsResponse()
     results = [CreatableTopicResult(name=t.name, error_message=None) for t in request.topics]
     response.topics = results
-    if not _is_controller(broker):
-        for result in results:
-            result.error_code = ErrorCode.NOT_CONTROLLER
+    if _answered_not_controller(broker, results):
         return response
     admin = topic_admin(broker)
     counts = Counter(t.name for t in request.topics)
@@ -130,13 +151,8 @@ async def create_topics(
         ]
         created.append(result)
         waiting |= {(topic.name, p) for p in done.assignment}
-    if request.validate_only or not created:
-        return response
-    late = await await_leaders(broker, waiting, request.timeout_ms)
-    for result in created:
-        if result.name in late or request.timeout_ms <= 0:
-            result.error_code = ErrorCode.REQUEST_TIMED_OUT
-            result.error_message = None
+    if not request.validate_only:
+        await _await_done(broker, created, waiting, request.timeout_ms)
     return response
 
 
@@ -153,7 +169,7 @@ async def delete_topics(
     )
     results = [DeletableTopicResult(name=name, topic_id=topic_id) for name, topic_id in wanted]
     response = DeleteTopicsResponse(responses=results)
-    if not _is_controller(broker):
+    if not broker.controller.is_active:
         for result in results:
             result.error_code = ErrorCode.NOT_CONTROLLER
         return response
@@ -201,9 +217,7 @@ async def create_partitions(
     broker = ctx.broker
     results = [CreatePartitionsTopicResult(name=t.name) for t in request.topics]
     response = CreatePartitionsResponse(results=results)
-    if not _is_controller(broker):
-        for result in results:
-            result.error_code = ErrorCode.NOT_CONTROLLER
+    if _answered_not_controller(broker, results):
         return response
     admin = topic_admin(broker)
     counts = Counter(t.name for t in request.topics)
@@ -230,10 +244,6 @@ async def create_partitions(
             continue
         grown.append(result)
         waiting |= {(topic.name, p) for p in range(topic.count)}
-    if request.validate_only or not grown:
-        return response
-    late = await await_leaders(broker, waiting, request.timeout_ms)
-    for result in grown:
-        if result.name in late or request.timeout_ms <= 0:
-            result.error_code = ErrorCode.REQUEST_TIMED_OUT
+    if not request.validate_only:
+        await _await_done(broker, grown, waiting, request.timeout_ms)
     return response

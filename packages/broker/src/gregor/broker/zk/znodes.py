@@ -15,9 +15,11 @@ import json
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, TypeVar
 
 import attrs
+
+T = TypeVar("T")
 
 # -- the paths ---------------------------------------------------------------------------
 
@@ -87,6 +89,14 @@ class TopicPartition(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.topic}-{self.partition}"
+
+
+def group_by_topic(items: Iterable[tuple[str, T]]) -> list[tuple[str, list[T]]]:
+    """Items grouped under their topic, topics in name order, items in their given order."""
+    grouped: dict[str, list[T]] = {}
+    for topic, item in items:
+        grouped.setdefault(topic, []).append(item)
+    return sorted(grouped.items())
 
 
 def broker_path(broker_id: int) -> str:
