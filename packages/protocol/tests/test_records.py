@@ -135,6 +135,11 @@ def test_builder_rejects_what_cannot_be_written() -> None:
         builder.build(last_offset_delta=4)
     with pytest.raises(EncodeError, match="must be bytes"):
         builder.append("text")  # type: ignore[arg-type]
+    with pytest.raises(EncodeError, match="must be bytes"):
+        builder.append(b"v", key=5)  # type: ignore[arg-type]
+    with pytest.raises(EncodeError, match="header names str"):
+        builder.append(b"v", headers=[(5, b"x")])  # type: ignore[list-item]
+    assert len(builder) == 1
     with pytest.raises(EncodeError, match="out of range"):
         BatchBuilder(producer_epoch=1 << 20).build(last_offset_delta=0)
 

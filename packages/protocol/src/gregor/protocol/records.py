@@ -573,6 +573,24 @@ _VARINTS = [_zigzag_varint(v) for v in range(_VARINT_CACHE)]
 _NULL = b"\x01"  # zigzag(-1): a null key or value
 
 
+def _record_body(
+    timestamp_delta: int,
+    offset_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Iterable[tuple[str, bytes | None]],
+) -> bytes:
+    """A record after its length: attributes, deltas, key, value, headers (any values)."""
+    try:
+        parts = [b"\x00", _zigzag_varint(timestamp_delta), _zigzag_varint(offset_delta)]
+        parts += (_NULL,) if key is None else (_zigzag_varint(len(key)), key)
+        parts += (_NULL,) if value is None else (_zigzag_varint(len(value)), value)
+        parts.append(_encode_headers(headers) if headers else b"\x00")
+        return b"".join(parts)
+    except (TypeError, AttributeError) as exc:
+        raise EncodeError(f"record key and value must be bytes, header names str: {exc}") from exc
+
+
 def _encode_headers(headers: Iterable[tuple[str, bytes | None]]) -> bytes:
     out = bytearray()
     items = list(headers)
@@ -670,32 +688,30 @@ class BatchBuilder:
             raise EncodeError(
                 f"offset delta {offset_delta} does not follow the previous {self._last_delta}"
             )
-        varints = _VARINTS
-        cache = _VARINT_CACHE
         delta = timestamp - base
-        parts = [
-            b"\x00",  # attributes
-            varints[delta] if 0 <= delta < cache else _zigzag_varint(delta),
-            varints[offset_delta] if offset_delta < cache else _zigzag_varint(offset_delta),
-        ]
-        if key is None:
-            parts.append(_NULL)
-        else:
-            n = len(key)
-            parts += (varints[n] if n < cache else _zigzag_varint(n), key)
-        if value is None:
-            parts.append(_NULL)
-        else:
-            n = len(value)
-            parts += (varints[n] if n < cache else _zigzag_varint(n), value)
-        parts.append(_encode_headers(headers) if headers else b"\x00")
-        try:
-            body = b"".join(parts)
-        except TypeError as exc:
-            raise EncodeError(f"record key and value must be bytes: {exc}") from exc
+        varints = _VARINTS
+        body = None
+        if delta >= 0 and value is not None and not headers:
+            # The common record, in one join: small deltas, lengths below 8 KiB, no headers.
+            # Anything else (or a wrong type) fails over to the general encoder.
+            try:
+                if key is None:
+                    body = b"".join(
+                        (b"\x00", varints[delta], varints[offset_delta], b"\x01",
+                         varints[len(value)], value, b"\x00")
+                    )  # fmt: skip
+                else:
+                    body = b"".join(
+                        (b"\x00", varints[delta], varints[offset_delta], varints[len(key)], key,
+                         varints[len(value)], value, b"\x00")
+                    )  # fmt: skip
+            except (IndexError, TypeError):
+                body = None
+        if body is None:
+            body = _record_body(delta, offset_delta, key, value, headers)
         n = len(body)
         buf = self._buf
-        buf += varints[n] if n < cache else _zigzag_varint(n)
+        buf += varints[n] if n < _VARINT_CACHE else _zigzag_varint(n)
         buf += body
         self._last_delta = offset_delta
         self._count += 1
