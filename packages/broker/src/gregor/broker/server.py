@@ -35,7 +35,6 @@ import trio
 
 from gregor.broker.apis import load_handlers
 from gregor.broker.config import BrokerConfig
-from gregor.broker.config_manager import DynamicConfigManager
 from gregor.broker.controller import Controller, ControllerSettings, controlled_shutdown
 from gregor.broker.controller.assignment import AssignmentError, BrokerRack, assign_replicas
 from gregor.broker.metadata_cache import MetadataCache
@@ -50,6 +49,7 @@ from gregor.broker.zk import (
     TopicExistsError,
     znodes,
 )
+from gregor.broker.zk.config_changes import ConfigChangeListener
 from gregor.protocol.errors import ErrorCode, KafkaError, KafkaStorageError
 from gregor.storage.config import LogConfig
 from gregor.storage.manager import LogManager
@@ -77,7 +77,8 @@ class Broker:
         self._topic_overrides: dict[str, dict[str, str]] = {}
         self._topic_configs: dict[str, LogConfig] = {}
         self.log_defaults = config.log_config
-        self.config_manager = DynamicConfigManager(self)
+        self._dynamic_broker_configs: dict[str, dict[str, str]] = {}
+        self.config_listener = ConfigChangeListener(self.zk, self._config_changed)
         self._stop = trio.Event()
         self._nursery: trio.Nursery | None = None
         self.started = trio.Event()
@@ -138,6 +139,32 @@ class Broker:
                 self._log_manager.update_config(topic, self.topic_log_config(topic))
         log.info("broker %d: dynamic broker settings %s", self.broker_id, dict(dynamic))
 
+    def _config_changed(self, entity_type: str, name: str, config: dict[str, str]) -> None:
+        """A dynamic config (ConfigChangeListener): topics' logs and this broker's defaults."""
+        if entity_type == znodes.CONFIG_TOPICS:
+            self.update_topic_config(name, config)
+        elif entity_type == znodes.CONFIG_BROKERS and name in (
+            str(self.broker_id),
+            znodes.DEFAULT_ENTITY,
+        ):
+            self._dynamic_broker_configs[name] = dict(config)
+            self.update_dynamic_broker_config(
+                {
+                    **self._dynamic_broker_configs.get(znodes.DEFAULT_ENTITY, {}),
+                    **self._dynamic_broker_configs.get(str(self.broker_id), {}),
+                }
+            )
+        if self._controller is not None:
+            self._controller.config_changed(entity_type, name, config)
+
+    async def load_topic_configs(self, topics: set[str]) -> None:
+        """Read the overrides of topics about to get their first log here: a new topic's
+        config is written with it, without a change notification."""
+        if topics:
+            found = await self.zk.get_entities_configs(znodes.CONFIG_TOPICS, topics)
+            for topic, overrides in found.items():
+                self.update_topic_config(topic, overrides)
+
     # -- auto-creation -----------------------------------------------------------------------
 
     async def auto_create_topics(self, names: list[str]) -> dict[str, int]:
@@ -196,20 +223,20 @@ class Broker:
         try:
             self.cluster_id = await self.zk.create_or_get_cluster_id(znodes.new_cluster_id())
             log.info("broker %d: cluster id %s", self.broker_id, self.cluster_id)
-            await self.config_manager.load()
-            self._log_manager = await trio.to_thread.run_sync(
-                partial(
-                    LogManager.open,
-                    config.log_manager_config,
-                    self.log_defaults,
-                    cluster_id=self.cluster_id,
-                    topic_config=self.topic_log_config,
-                )
-            )
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
+                # Every topic's and broker's dynamic config first: logs open with them.
+                await nursery.start(self.config_listener.run)
+                self._log_manager = await trio.to_thread.run_sync(
+                    partial(
+                        LogManager.open,
+                        config.log_manager_config,
+                        self.log_defaults,
+                        cluster_id=self.cluster_id,
+                        topic_config=self.topic_log_config,
+                    )
+                )
                 await nursery.start(self.log_manager.run)
-                await nursery.start(self.config_manager.run)
                 await self.socket_server.bind()
                 await nursery.start(self.replica_manager.run)
                 await nursery.start(self.socket_server.serve)
@@ -217,6 +244,8 @@ class Broker:
                     self.zk, self.controller_settings, self.registration()
                 )
                 await nursery.start(self._controller.run)
+                for entity, dynamic in self._dynamic_broker_configs.items():
+                    self._controller.config_changed(znodes.CONFIG_BROKERS, entity, dynamic)
                 if config.metrics_log_interval_ms > 0:
                     nursery.start_soon(
                         self.metrics.log_periodically, config.metrics_log_interval_ms / 1000

@@ -44,7 +44,7 @@ async def leader_and_isr(
     hosted = {topic for topic, _ in broker.log_manager.logs}
     named = {s.topic_name for s in request.ungrouped_partition_states}
     named |= {t.topic_name for t in request.topic_states}
-    await broker.config_manager.load_topics(named - hosted)
+    await broker.load_topic_configs(named - hosted)
     return broker.replica_manager.become_leader_or_follower(request, version)
 
 
