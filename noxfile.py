@@ -83,9 +83,9 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session
 def cluster(session: nox.Session) -> None:
-    """The main job: for now, the Kafka APIs and versions gregor-protocol speaks."""
-    install(session, "protocol")
-    session.run("python", "-m", "gregor.protocol", *session.posargs)
+    """The main job: ZooKeeper and three brokers on 127.0.0.1:9092-9094 until Ctrl-C."""
+    install(session, *PACKAGES)
+    session.run("python", "-m", "gregor.broker.devcluster", *session.posargs)
 
 
 @nox.session
@@ -103,3 +103,10 @@ def bench_protocol(session: nox.Session) -> None:
     """Record batch encode/decode: gregor-protocol against kafka-python and aiokafka."""
     install(session, "protocol", extra=["kafka-python>=2.0.2", "aiokafka>=0.11"])
     session.run("python", "bench/bench_protocol.py", *session.posargs)
+
+
+@nox.session
+def bench_broker(session: nox.Session) -> None:
+    """Broker throughput with confluent-kafka, as ratios to the client's own ceiling."""
+    install(session, *PACKAGES, extra=["confluent-kafka>=2.4", "kazoo>=2.9"])
+    session.run("python", "bench/bench_broker.py", *session.posargs)
