@@ -19,8 +19,22 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from gregor.protocol.apis.api_versions import ApiVersionsRequest, ApiVersionsResponse
-from gregor.protocol.errors import ProtocolError
+from gregor.protocol.apis.create_topics import (
+    CreatableTopic,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+)
+from gregor.protocol.apis.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
+from gregor.protocol.apis.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
+from gregor.protocol.apis.produce import (
+    PartitionProduceData,
+    ProduceRequest,
+    ProduceResponse,
+    TopicProduceData,
+)
+from gregor.protocol.errors import ErrorCode, ProtocolError
 from gregor.protocol.framing import decode_response, encode_request
+from gregor.protocol.records import BatchBuilder, iter_batches
 from gregor.protocol.schema import Request, Response
 from gregor.storage.checkpoints import format_properties
 
@@ -425,3 +439,143 @@ class LocalCluster:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+
+# -- the main job: a local cluster to play with ------------------------------------------------
+
+DEMO_TOPIC = "demo"
+
+
+def _controller(cluster: LocalCluster, timeout: float = 60.0) -> BrokerProcess:
+    """The broker that is the controller, once the brokers know it."""
+    found: list[BrokerProcess] = []
+
+    def known() -> bool:
+        broker = cluster.brokers[0]
+        response = send_request(broker.host, broker.port, MetadataRequest(topics=[]), 9)
+        assert isinstance(response, MetadataResponse)
+        if response.controller_id < 0 or len(response.brokers) < len(cluster.brokers):
+            return False
+        found.append(cluster.broker(response.controller_id))
+        return True
+
+    wait_until(known, timeout, "the brokers to elect a controller")
+    return found[-1]
+
+
+def create_demo_topic(cluster: LocalCluster, partitions: int = 3) -> None:
+    """CreateTopics through the controller, as an admin client does."""
+    controller = _controller(cluster)
+    replication = min(3, len(cluster.brokers))
+    request = CreateTopicsRequest(
+        topics=[CreatableTopic(DEMO_TOPIC, partitions, replication)], timeout_ms=30_000
+    )
+    response = send_request(controller.host, controller.port, request, 5, timeout=40)
+    assert isinstance(response, CreateTopicsResponse)
+    result = response.topics[0]
+    if result.error_code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+        raise RuntimeError(f"cannot create topic {DEMO_TOPIC}: {result.error_message}")
+
+
+def _leader(cluster: LocalCluster, partition: int) -> BrokerProcess:
+    found: list[int] = []
+
+    def led() -> bool:
+        broker = cluster.brokers[0]
+        response = send_request(
+            broker.host,
+            broker.port,
+            MetadataRequest(topics=[MetadataRequestTopic(name=DEMO_TOPIC)]),
+            9,
+        )
+        assert isinstance(response, MetadataResponse)
+        for topic in response.topics:
+            for p in topic.partitions:
+                if p.partition_index == partition and p.leader_id >= 0 and p.error_code == 0:
+                    found.append(p.leader_id)
+                    return True
+        return False
+
+    wait_until(led, 60, f"a leader for {DEMO_TOPIC}-{partition}")
+    return cluster.broker(found[-1])
+
+
+def produce_and_consume_sample(cluster: LocalCluster, count: int = 5) -> list[tuple[int, bytes]]:
+    """Produce `count` records to partition 0 (acks=all), then fetch them back."""
+    leader = _leader(cluster, 0)
+    builder = BatchBuilder()
+    for i in range(count):
+        builder.append(f"hello from gregor #{i}".encode(), key=f"key-{i}".encode())
+    produce = ProduceRequest(
+        acks=-1,
+        timeout_ms=30_000,
+        topic_data=[TopicProduceData(DEMO_TOPIC, [PartitionProduceData(0, builder.build())])],
+    )
+    answer = send_request(leader.host, leader.port, produce, 9, timeout=40)
+    assert isinstance(answer, ProduceResponse)
+    result = answer.responses[0].partition_responses[0]
+    if result.error_code != ErrorCode.NONE:
+        raise RuntimeError(f"producing the sample failed with error {result.error_code}")
+    fetch = FetchRequest(
+        max_wait_ms=1000,
+        min_bytes=1,
+        topics=[
+            FetchTopic(
+                topic=DEMO_TOPIC,
+                partitions=[
+                    FetchPartition(
+                        partition=0, fetch_offset=result.base_offset, partition_max_bytes=1 << 20
+                    )
+                ],
+            )
+        ],
+    )
+    fetched = send_request(leader.host, leader.port, fetch, 11, timeout=10)
+    assert isinstance(fetched, FetchResponse)
+    records = fetched.responses[0].partitions[0].records
+    assert isinstance(records, bytes | bytearray | memoryview)
+    return [(r.offset, r.value or b"") for batch in iter_batches(records) for r in batch]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`nox -s cluster`: ZooKeeper and three brokers on 127.0.0.1:9092-9094, until Ctrl-C."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--dir", default=".cluster", help="where every process keeps its data")
+    parser.add_argument("--brokers", type=int, default=3)
+    parser.add_argument("--port", type=int, default=9092, help="the first broker's port")
+    parser.add_argument("--zookeeper-port", type=int, default=2181)
+    args = parser.parse_args(argv)
+    directory = Path(args.dir).absolute()
+    cluster = LocalCluster(
+        directory,
+        args.brokers,
+        ports=[args.port + i for i in range(args.brokers)],
+        zookeeper_port=args.zookeeper_port,
+    )
+    print(f"starting ZooKeeper and {args.brokers} brokers under {directory} ...", flush=True)
+    cluster.start()
+    try:
+        create_demo_topic(cluster)
+        for offset, value in produce_and_consume_sample(cluster):
+            print(f"  {DEMO_TOPIC}-0 @ {offset}: {value.decode()}")
+        print()
+        print(f"bootstrap servers: {cluster.bootstrap_servers}")
+        print(f"zookeeper:         {cluster.zookeeper_connect}")
+        print(f"logs:              {directory}/broker-*/broker.log")
+        print("running; press Ctrl-C to stop", flush=True)
+        while all(b.is_running() for b in cluster.brokers):
+            time.sleep(0.5)
+        print("a broker exited; stopping the cluster", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\nstopping ...", flush=True)
+        return 0
+    finally:
+        cluster.stop()
+        print("stopped", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

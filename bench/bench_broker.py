@@ -1,0 +1,418 @@
+"""Broker throughput: confluent-kafka produces 100-byte records into gregor-broker (acks=1,
+linger 5 ms, batches up to 1 MB), then consumes them; the same again on three brokers with
+RF=3 and acks=all.
+
+The ceiling the client sets is measured in the same run: the same clients against a stub
+broker (built with gregor-protocol) that answers every Produce at once without storing
+anything, and every Fetch at once with records it made up. Gregor's figures are printed as
+ratios to those ceilings. One Python process cannot drive confluent-kafka much past 200,000
+records/s on a slow machine, so the clients are `--clients` processes at once, each with
+partitions of its own. Targets on the 2-core machine: at least 500,000 records/s produced
+into one broker, at least 1,000,000 records/s consumed.
+
+    python bench/bench_broker.py [--records N] [--clients C] [--skip-replicated]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from multiprocessing.synchronize import Barrier
+from pathlib import Path
+from typing import Any
+
+VALUE = b"v" * 100
+TOPIC = "bench"
+PARTITIONS_PER_CLIENT = 2
+PRODUCER = {
+    "linger.ms": 5,
+    "batch.size": 1_000_000,
+    "queue.buffering.max.messages": 4_000_000,
+    "queue.buffering.max.kbytes": 2_097_151,
+    "enable.idempotence": False,
+    "delivery.report.only.error": True,
+}
+CONSUMER = {
+    "group.id": "bench-no-commits",
+    "enable.auto.commit": False,
+    "fetch.max.bytes": 52_428_800,
+    "max.partition.fetch.bytes": 8_388_608,
+    "queued.max.messages.kbytes": 1_048_576,
+}
+TARGET_PRODUCE = 500_000
+TARGET_CONSUME = 1_000_000
+
+
+# -- the stub broker -------------------------------------------------------------------------
+
+
+def run_stub(port: int, partitions: int, high_watermark: int) -> None:
+    """A broker leading every partition of one topic: it drops what is produced, and serves
+    fetches with made-up batches of 100-byte records up to `high_watermark`."""
+    import trio
+
+    from gregor.protocol.apis import ApiKey
+    from gregor.protocol.apis.api_versions import ApiVersion, ApiVersionsResponse
+    from gregor.protocol.apis.fetch import (
+        FetchableTopicResponse,
+        FetchRequest,
+        FetchResponse,
+        PartitionData,
+    )
+    from gregor.protocol.apis.metadata import (
+        MetadataRequest,
+        MetadataResponse,
+        MetadataResponseBroker,
+        MetadataResponsePartition,
+        MetadataResponseTopic,
+    )
+    from gregor.protocol.apis.produce import (
+        PartitionProduceResponse,
+        ProduceRequest,
+        ProduceResponse,
+        TopicProduceResponse,
+    )
+    from gregor.protocol.framing import FrameReader, decode_request, encode_response
+    from gregor.protocol.records import BatchBuilder, patch_base_offset
+    from gregor.protocol.schema import Request, Response
+
+    versions = {
+        ApiKey.PRODUCE: (3, 9),
+        ApiKey.FETCH: (4, 11),
+        ApiKey.METADATA: (0, 9),
+        ApiKey.API_VERSIONS: (0, 3),
+    }
+    per_batch = 10_000
+    builder = BatchBuilder()
+    for _ in range(per_batch):
+        builder.append(VALUE, timestamp=1_700_000_000_000)
+    template = builder.build()
+    produced = [0] * partitions
+
+    def records_from(offset: int, max_bytes: int) -> bytes:
+        out = bytearray()
+        while offset < high_watermark and len(out) + len(template) <= max(max_bytes, len(template)):
+            start = len(out)
+            out += template
+            patch_base_offset(out, start, offset)
+            offset += per_batch
+            if len(out) >= max_bytes:
+                break
+        return bytes(out)
+
+    def answer(body: Request, version: int) -> Response | None:
+        if isinstance(body, ProduceRequest):
+            if body.acks == 0:
+                return None
+            topics = []
+            for topic in body.topic_data:
+                parts = []
+                for data in topic.partition_data:
+                    base = produced[data.index]
+                    records = bytes(data.records or b"")
+                    produced[data.index] += int.from_bytes(records[57:61], "big")  # the count
+                    parts.append(PartitionProduceResponse(index=data.index, base_offset=base))
+                topics.append(TopicProduceResponse(topic.name, parts))
+            return ProduceResponse(responses=topics)
+        if isinstance(body, FetchRequest):
+            return FetchResponse(
+                responses=[
+                    FetchableTopicResponse(
+                        topic=t.topic,
+                        partitions=[
+                            PartitionData(
+                                partition_index=p.partition,
+                                high_watermark=high_watermark,
+                                last_stable_offset=high_watermark,
+                                log_start_offset=0,
+                                records=records_from(p.fetch_offset, p.partition_max_bytes),
+                            )
+                            for p in t.partitions
+                        ],
+                    )
+                    for t in body.topics
+                ]
+            )
+        if isinstance(body, MetadataRequest):
+            return MetadataResponse(
+                brokers=[MetadataResponseBroker(0, "127.0.0.1", port, None)],
+                cluster_id="stub",
+                controller_id=0,
+                topics=[
+                    MetadataResponseTopic(
+                        name=TOPIC,
+                        partitions=[
+                            MetadataResponsePartition(0, p, 0, 0, [0], [0])
+                            for p in range(partitions)
+                        ],
+                    )
+                ],
+            )
+        return ApiVersionsResponse(
+            api_keys=[ApiVersion(k, lo, hi) for k, (lo, hi) in versions.items()]
+        )
+
+    async def serve(stream: trio.SocketStream) -> None:
+        frames = FrameReader(1 << 30)
+        async with stream:
+            while data := await stream.receive_some(1 << 20):
+                frames.feed(data)
+                while (frame := frames.next_frame()) is not None:
+                    header, body = decode_request(frame)
+                    version = header.request_api_version
+                    response = answer(body, version)
+                    if response is not None:
+                        await stream.send_all(
+                            encode_response(response, version, header.correlation_id)
+                        )
+
+    trio.run(trio.serve_tcp, serve, port)
+
+
+# -- the clients (each in a process of its own) ----------------------------------------------
+
+
+def produce_worker(
+    bootstrap: str, acks: str, partitions: list[int], records: int, go: Barrier
+) -> float:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, **PRODUCER})
+    errors: list[object] = []
+    producer.produce(
+        TOPIC, VALUE, None, partitions[0], lambda e, _m: errors.append(e) if e else None
+    )
+    producer.flush(60)  # metadata and connections, before the clock starts
+    go.wait()
+    started = time.perf_counter()
+    send, poll = producer.produce, producer.poll
+    per_partition = records // len(partitions)
+    for partition in partitions:
+        for _ in range(per_partition):
+            try:
+                send(TOPIC, VALUE, None, partition)
+            except BufferError:
+                poll(0.005)
+                send(TOPIC, VALUE, None, partition)
+    remaining = producer.flush(600)
+    elapsed = time.perf_counter() - started
+    if remaining or errors:
+        raise RuntimeError(f"{remaining} records not delivered, errors: {errors[:3]}")
+    return elapsed
+
+
+def consume_worker(bootstrap: str, partitions: list[int], records: int, go: Barrier) -> float:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, **CONSUMER})
+    consumer.assign([TopicPartition(TOPIC, p, 0) for p in partitions])
+    go.wait()
+    started = time.perf_counter()
+    seen = 0
+    take = consumer.consume
+    while seen < records:
+        batch = take(100_000, 10)
+        if not batch:
+            raise RuntimeError(f"consumption stalled after {seen} of {records} records")
+        seen += len(batch)
+    elapsed = time.perf_counter() - started
+    consumer.close()
+    return elapsed
+
+
+def _child(work: Callable[..., float], args: tuple[Any, ...], results: Any) -> None:
+    try:
+        results.put(work(*args))
+    except BaseException as exc:
+        results.put(exc)
+        raise
+
+
+def in_parallel(clients: int, work: Callable[..., float], *args: Any) -> float:
+    """Run `work(*args[:-1], partitions, records, barrier)` in `clients` processes at once,
+    each with partitions of its own; return the slowest one's seconds from the common start."""
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(clients)
+    results = context.Queue()
+    *fixed, records = args
+    processes = [
+        context.Process(
+            target=_child,
+            args=(
+                work,
+                (
+                    *fixed,
+                    list(range(c * PARTITIONS_PER_CLIENT, (c + 1) * PARTITIONS_PER_CLIENT)),
+                    records // clients,
+                    barrier,
+                ),
+                results,
+            ),
+        )
+        for c in range(clients)
+    ]
+    for process in processes:
+        process.start()
+    try:
+        outcomes = [results.get(timeout=900) for _ in processes]
+    finally:
+        for process in processes:
+            process.join(30)
+            if process.is_alive():
+                process.kill()
+    failures = [o for o in outcomes if isinstance(o, BaseException)]
+    if failures:
+        raise RuntimeError(f"a client failed: {failures[0]!r}")
+    return max(outcomes)
+
+
+def line(what: str, records: int, seconds: float, broker_cpu: float | None = None) -> float:
+    rate = records / seconds
+    text = f"  {what:<48} {rate:>12,.0f} records/s {rate * len(VALUE) / 1e6:>7.1f} MB/s"
+    if broker_cpu:
+        # What the brokers could do if the clients left them the machine: records per
+        # CPU-second they spent (the clients and the brokers share the same two cores).
+        text += f"  (brokers' CPU {broker_cpu:.2f}s: {records / broker_cpu:,.0f} records/CPU-s)"
+    print(text)
+    return rate
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system time the processes used so far (Linux /proc)."""
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def measured(pids: list[int], run: Callable[[], float]) -> tuple[float, float]:
+    """(wall seconds `run` reports, CPU seconds the processes used meanwhile)."""
+    before = cpu_seconds(pids)
+    seconds = run()
+    return seconds, cpu_seconds(pids) - before
+
+
+# -- the runs --------------------------------------------------------------------------------
+
+
+def ceilings(records: int, clients: int) -> tuple[float, float]:
+    from gregor.broker.devcluster import api_versions, free_port, wait_until
+
+    port = free_port()
+    partitions = clients * PARTITIONS_PER_CLIENT
+    stub = subprocess.Popen(
+        [sys.executable, __file__, "--stub", str(port), str(partitions), str(records)]
+    )
+    try:
+        wait_until(lambda: api_versions("127.0.0.1", port) is not None, 30, "the stub broker")
+        bootstrap = f"127.0.0.1:{port}"
+        produced = line(
+            "stub broker: produce (the client's ceiling)",
+            records,
+            in_parallel(clients, produce_worker, bootstrap, "1", records),
+        )
+        consumed = line(
+            "stub broker: consume (the client's ceiling)",
+            records,
+            in_parallel(clients, consume_worker, bootstrap, records // clients * clients),
+        )
+    finally:
+        stub.kill()
+        stub.wait()
+    return produced, consumed
+
+
+def gregor_run(records: int, clients: int, brokers: int, acks: str) -> tuple[float, float]:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from gregor.broker.devcluster import LocalCluster
+    from gregor_testing.cluster import create_topic
+
+    with tempfile.TemporaryDirectory(prefix="bench-broker-") as tmp:
+        cluster = LocalCluster(
+            Path(tmp),
+            brokers,
+            properties={"gregor.metrics.log.interval.ms": "0", "log.segment.bytes": "536870912"},
+        )
+        cluster.start()
+        try:
+            create_topic(
+                cluster,
+                TOPIC,
+                partitions=clients * PARTITIONS_PER_CLIENT,
+                replication_factor=brokers,
+            )
+            label = f"{brokers} broker{'s' if brokers > 1 else ''}, RF={brokers}, acks={acks}"
+            bootstrap = cluster.bootstrap_servers
+            pids = [b.pid for b in cluster.brokers if b.pid is not None]
+            produced = line(
+                f"gregor produce ({label})",
+                records,
+                *measured(
+                    pids, lambda: in_parallel(clients, produce_worker, bootstrap, acks, records)
+                ),
+            )
+            consumed = line(
+                f"gregor consume ({label})",
+                records,
+                *measured(
+                    pids,
+                    lambda: in_parallel(
+                        clients, consume_worker, bootstrap, records // clients * clients
+                    ),
+                ),
+            )
+        finally:
+            cluster.stop()
+    return produced, consumed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=2_000_000)
+    parser.add_argument("--clients", type=int, default=2)
+    parser.add_argument("--skip-replicated", action="store_true")
+    parser.add_argument("--stub", nargs=3, type=int, metavar=("PORT", "PARTITIONS", "HW"))
+    args = parser.parse_args()
+    if args.stub:
+        run_stub(*args.stub)
+        return 0
+    records = (
+        args.records
+        // (args.clients * PARTITIONS_PER_CLIENT)
+        * (args.clients * PARTITIONS_PER_CLIENT)
+    )
+    print(
+        f"{records:,} records of {len(VALUE)} bytes, {args.clients} client processes, "
+        f"{args.clients * PARTITIONS_PER_CLIENT} partitions"
+    )
+    produce_ceiling, consume_ceiling = ceilings(records, args.clients)
+    produced, consumed = gregor_run(records, args.clients, 1, "1")
+    print(
+        f"  gregor / ceiling: produce {produced / produce_ceiling:.2f}, "
+        f"consume {consumed / consume_ceiling:.2f}"
+    )
+    for what, rate, target in (
+        ("produced", produced, TARGET_PRODUCE),
+        ("consumed", consumed, TARGET_CONSUME),
+    ):
+        verdict = "met" if rate >= target else "not met"
+        print(f"  target {target:,} records/s {what}: {verdict}")
+    if not args.skip_replicated:
+        replicated, replicated_consumed = gregor_run(records, args.clients, 3, "all")
+        print(
+            "  gregor / ceiling (3 brokers, acks=all): "
+            f"produce {replicated / produce_ceiling:.2f}, "
+            f"consume {replicated_consumed / consume_ceiling:.2f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
