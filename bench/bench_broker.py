@@ -330,9 +330,7 @@ def ceilings(records: int, clients: int) -> tuple[float, float]:
 
 
 def gregor_run(records: int, clients: int, brokers: int, acks: str) -> tuple[float, float]:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-    from gregor.broker.devcluster import LocalCluster
-    from gregor_testing.cluster import create_topic
+    from gregor.broker.devcluster import LocalCluster, create_topic
 
     with tempfile.TemporaryDirectory(prefix="bench-broker-") as tmp:
         cluster = LocalCluster(
@@ -342,12 +340,7 @@ def gregor_run(records: int, clients: int, brokers: int, acks: str) -> tuple[flo
         )
         cluster.start()
         try:
-            create_topic(
-                cluster,
-                TOPIC,
-                partitions=clients * PARTITIONS_PER_CLIENT,
-                replication_factor=brokers,
-            )
+            create_topic(cluster, TOPIC, clients * PARTITIONS_PER_CLIENT, brokers)
             label = f"{brokers} broker{'s' if brokers > 1 else ''}, RF={brokers}, acks={acks}"
             bootstrap = cluster.bootstrap_servers
             pids = [b.pid for b in cluster.brokers if b.pid is not None]

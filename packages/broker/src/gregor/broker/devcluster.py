@@ -463,46 +463,50 @@ def _controller(cluster: LocalCluster, timeout: float = 60.0) -> BrokerProcess:
     return found[-1]
 
 
-def create_demo_topic(cluster: LocalCluster, partitions: int = 3) -> None:
-    """CreateTopics through the controller, as an admin client does."""
+def create_topic(
+    cluster: LocalCluster, name: str, partitions: int, replication_factor: int
+) -> None:
+    """CreateTopics through the controller, as an admin client does; returns once every
+    partition has a leader and a full ISR on every broker."""
     controller = _controller(cluster)
-    replication = min(3, len(cluster.brokers))
     request = CreateTopicsRequest(
-        topics=[CreatableTopic(DEMO_TOPIC, partitions, replication)], timeout_ms=30_000
+        topics=[CreatableTopic(name, partitions, replication_factor)], timeout_ms=30_000
     )
     response = send_request(controller.host, controller.port, request, 5, timeout=40)
     assert isinstance(response, CreateTopicsResponse)
     result = response.topics[0]
     if result.error_code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-        raise RuntimeError(f"cannot create topic {DEMO_TOPIC}: {result.error_message}")
+        raise RuntimeError(f"cannot create topic {name}: {result.error_message}")
+
+    def ready() -> bool:
+        for broker in cluster.brokers:
+            request = MetadataRequest(topics=[MetadataRequestTopic(name=name)])
+            answer = send_request(broker.host, broker.port, request, 9)
+            assert isinstance(answer, MetadataResponse)
+            parts = [p for t in answer.topics if t.error_code == 0 for p in t.partitions]
+            if len(parts) != partitions or any(
+                p.leader_id < 0 or len(p.isr_nodes) != replication_factor for p in parts
+            ):
+                return False
+        return True
+
+    wait_until(ready, 60, f"topic {name} to be ready on every broker")
 
 
-def _leader(cluster: LocalCluster, partition: int) -> BrokerProcess:
-    found: list[int] = []
-
-    def led() -> bool:
-        broker = cluster.brokers[0]
-        response = send_request(
-            broker.host,
-            broker.port,
-            MetadataRequest(topics=[MetadataRequestTopic(name=DEMO_TOPIC)]),
-            9,
-        )
-        assert isinstance(response, MetadataResponse)
-        for topic in response.topics:
-            for p in topic.partitions:
-                if p.partition_index == partition and p.leader_id >= 0 and p.error_code == 0:
-                    found.append(p.leader_id)
-                    return True
-        return False
-
-    wait_until(led, 60, f"a leader for {DEMO_TOPIC}-{partition}")
-    return cluster.broker(found[-1])
+def _leader(cluster: LocalCluster, topic: str, partition: int) -> BrokerProcess:
+    broker = cluster.brokers[0]
+    request = MetadataRequest(topics=[MetadataRequestTopic(name=topic)])
+    response = send_request(broker.host, broker.port, request, 9)
+    assert isinstance(response, MetadataResponse)
+    for p in response.topics[0].partitions:
+        if p.partition_index == partition and p.leader_id >= 0:
+            return cluster.broker(p.leader_id)
+    raise RuntimeError(f"{topic}-{partition} has no leader")
 
 
 def produce_and_consume_sample(cluster: LocalCluster, count: int = 5) -> list[tuple[int, bytes]]:
     """Produce `count` records to partition 0 (acks=all), then fetch them back."""
-    leader = _leader(cluster, 0)
+    leader = _leader(cluster, DEMO_TOPIC, 0)
     builder = BatchBuilder()
     for i in range(count):
         builder.append(f"hello from gregor #{i}".encode(), key=f"key-{i}".encode())
@@ -557,7 +561,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"starting ZooKeeper and {args.brokers} brokers under {directory} ...", flush=True)
     cluster.start()
     try:
-        create_demo_topic(cluster)
+        create_topic(cluster, DEMO_TOPIC, 3, min(3, len(cluster.brokers)))
         for offset, value in produce_and_consume_sample(cluster):
             print(f"  {DEMO_TOPIC}-0 @ {offset}: {value.decode()}")
         print()
