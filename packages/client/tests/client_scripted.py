@@ -26,6 +26,7 @@ import trio
 from gregor.protocol.apis import api_name
 from gregor.protocol.apis.api_versions import ApiVersion, ApiVersionsRequest, ApiVersionsResponse
 from gregor.protocol.apis.fetch import (
+    AbortedTransaction,
     FetchableTopicResponse,
     FetchRequest,
     FetchResponse,
@@ -77,7 +78,7 @@ from gregor.protocol.apis.produce import (
 from gregor.protocol.apis.sync_group import SyncGroupRequest, SyncGroupResponse
 from gregor.protocol.errors import ErrorCode
 from gregor.protocol.framing import FrameReader, decode_request, encode_response
-from gregor.protocol.records import iter_batches, patch_base_offset
+from gregor.protocol.records import ControlType, RecordBatch, iter_batches, patch_base_offset
 from gregor.protocol.schema import Request, Response
 
 # What the scripted brokers advertise (a Kafka 3.x broker's ranges, trimmed to what they do).
@@ -109,6 +110,8 @@ class Partition:
     log_start: int = 0
     next_offset: int = 0
     batches: list[tuple[int, bytes]] = attrs.Factory(list)  # (base offset, batch bytes)
+    open_txns: dict[int, int] = attrs.Factory(dict)  # producer id -> first offset
+    aborted: list[tuple[int, int, int]] = attrs.Factory(list)  # (producer, first, last)
 
 
 @attrs.define
@@ -240,7 +243,14 @@ class ScriptedCluster:
             data = bytearray(entry.data)
             patch_base_offset(data, 0, p.next_offset)
             p.batches.append((p.next_offset, bytes(data)))
-            p.next_offset += entry.header.last_offset_delta + 1
+            header = entry.header
+            if header.is_transactional and not header.is_control:
+                p.open_txns.setdefault(header.producer_id, p.next_offset)
+            elif header.is_control:
+                first = p.open_txns.pop(header.producer_id, p.next_offset)
+                if RecordBatch.from_bytes(data).control_record().type is ControlType.ABORT:
+                    p.aborted.append((header.producer_id, first, p.next_offset))
+            p.next_offset += header.last_offset_delta + 1
         self._appended.set()
         self._appended = trio.Event()
         return base
@@ -423,6 +433,12 @@ class ScriptedCluster:
                         data.last_stable_offset = state.next_offset
                         data.log_start_offset = state.log_start
                         data.records = records
+                        if body.isolation_level == 1:
+                            data.aborted_transactions = [
+                                AbortedTransaction(pid, first)
+                                for pid, first, last in state.aborted
+                                if last >= p.fetch_offset
+                            ]
                         total += len(records)
                     parts.append(data)
                 responses.append(FetchableTopicResponse(topic=topic.topic, partitions=parts))
@@ -538,6 +554,7 @@ class ScriptedCluster:
                         protocol_name=group.protocol,
                         leader=group.leader,
                         member_id=member_id,
+                        skip_assignment=True,  # KIP-814: the leader keeps the assignment
                     )
             elif version >= 4 and static is None:
                 group.pending.add(member_id)
@@ -627,7 +644,7 @@ class ScriptedCluster:
             return SyncGroupResponse(error_code=ErrorCode.ILLEGAL_GENERATION)
         if group.state == "PreparingRebalance":
             return SyncGroupResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS)
-        if body.member_id == group.leader:
+        if body.member_id == group.leader and group.state == "CompletingRebalance":
             group.assignments = {a.member_id: a.assignment for a in body.assignments}
             group.state = "Stable"
             group.synced.set()

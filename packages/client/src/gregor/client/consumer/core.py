@@ -30,7 +30,7 @@ import trio
 from gregor.client.assignors import RebalanceProtocol, assignor_for
 from gregor.client.config import ConsumerConfig
 from gregor.client.consumer.coordinator import ConsumerCoordinator
-from gregor.client.consumer.fetcher import FetchBuffer, Fetcher
+from gregor.client.consumer.fetcher import FetchBuffer, Fetcher, release
 from gregor.client.consumer.records import CompletedFetch, ConsumerRecord
 from gregor.client.consumer.subscription import (
     ResetStrategy,
@@ -273,17 +273,26 @@ class ConsumerCore:
             log.warning("auto commit failed: %s", exc)
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
-        self.subscriptions.seek(TopicPartition(*tp), offset)
-        self._drop_current(tp)
+        tp = TopicPartition(*tp)
+        self.subscriptions.seek(tp, offset)
+        self._drop_fetched(tp)
         self.fetcher.wake()
 
     def seek_to(self, partitions: Iterable[TopicPartition], strategy: ResetStrategy) -> None:
         for tp in partitions or self.subscriptions.assigned():
-            self.subscriptions.request_reset(TopicPartition(*tp), strategy)
-            self._drop_current(tp)
+            tp = TopicPartition(*tp)
+            self.subscriptions.request_reset(tp, strategy)
+            self._drop_fetched(tp)
+
+    def _drop_fetched(self, tp: TopicPartition) -> None:
+        """Fetched data of a partition whose position changed is of no use any more."""
+        self._drop_current(tp)
+        self.buffer.drop(tp)
 
     def _drop_current(self, tp: TopicPartition) -> None:
         if self._current is not None and self._current.tp == tp:
+            with self.subscriptions.lock:
+                release(self._current)
             self._current = None
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
@@ -317,7 +326,7 @@ class ConsumerCore:
             with subscriptions.lock:
                 state = subscriptions.assignment.get(fetch.tp)
                 if state is None or state.epoch != fetch.epoch or state.paused:
-                    self._finish(fetch, state)  # sought, paused or revoked meanwhile
+                    self._finish(fetch)  # sought, paused or revoked meanwhile
                     continue
                 if records:
                     last = records[-1]
@@ -330,15 +339,12 @@ class ConsumerCore:
                     # aborted transactions, compacted gaps).
                     if state.position is None or state.position < fetch.next_fetch_offset:
                         state.position = fetch.next_fetch_offset
-                    self._finish(fetch, state)
+                    self._finish(fetch)
         return out
 
-    def _finish(self, fetch: CompletedFetch, state: Any = None) -> None:
+    def _finish(self, fetch: CompletedFetch) -> None:
         with self.subscriptions.lock:
-            if state is None:
-                state = self.subscriptions.assignment.get(fetch.tp)
-            if state is not None and state.epoch == fetch.epoch:
-                state.buffered = max(0, state.buffered - 1)
+            release(fetch)
         if self._current is fetch:
             self._current = None
         self.fetcher.wake()

@@ -51,6 +51,13 @@ MIN_FETCH_VERSION = 4  # isolation level, last stable offset, aborted transactio
 READ_COMMITTED = 1
 
 
+def release(fetch: CompletedFetch) -> None:
+    """A fetch leaves the buffer: its partition may fetch again (under the lock)."""
+    if fetch.owner is not None:
+        fetch.owner.buffered = max(0, fetch.owner.buffered - 1)
+        fetch.owner = None
+
+
 class FetchBuffer:
     """Completed fetches between the fetcher (I/O side) and poll (the application's side).
 
@@ -82,15 +89,25 @@ class FetchBuffer:
             for _ in range(len(fetches)):
                 fetch = fetches.popleft()
                 state = assignment.get(fetch.tp)
-                if state is None or state.epoch != fetch.epoch:
-                    if state is not None:
-                        state.buffered = max(0, state.buffered - 1)
+                if state is None or state is not fetch.owner or state.epoch != fetch.epoch:
+                    release(fetch)
                     continue
                 if state.paused:
                     fetches.append(fetch)  # kept for when it is resumed
                     continue
                 return fetch
             return None
+
+    def drop(self, tp: TopicPartition) -> None:
+        """Forget what was fetched for a partition (it was sought or reset)."""
+        with self.changed:
+            keep: collections.deque[CompletedFetch] = collections.deque()
+            for fetch in self._fetches:
+                if fetch.tp == tp:
+                    release(fetch)
+                else:
+                    keep.append(fetch)
+            self._fetches = keep
 
     def has_data(self) -> bool:
         with self.changed:
@@ -289,17 +306,17 @@ class Fetcher:
                 if self.read_committed
                 else None
             )
-            completed.append(
-                CompletedFetch(
-                    tp,
-                    epoch,
-                    offset,
-                    records,
-                    next_offset,
-                    read_committed=self.read_committed,
-                    aborted=aborted,
-                )
+            fetch = CompletedFetch(
+                tp,
+                epoch,
+                offset,
+                records,
+                next_offset,
+                read_committed=self.read_committed,
+                aborted=aborted,
             )
+            fetch.owner = state
+            completed.append(fetch)
             state.fetch_offset = next_offset
             state.buffered += 1
             return False
@@ -343,5 +360,7 @@ class Fetcher:
         state: PartitionState,
     ) -> None:
         """Hand an error to the application through the buffer (raised by poll)."""
-        completed.append(CompletedFetch(tp, epoch, offset, b"", offset, error=error))
+        fetch = CompletedFetch(tp, epoch, offset, b"", offset, error=error)
+        fetch.owner = state
+        completed.append(fetch)
         state.buffered += 1

@@ -90,6 +90,7 @@ class CompletedFetch:
         "error",
         "fetch_offset",
         "next_fetch_offset",
+        "owner",
         "read_committed",
         "records",
         "size",
@@ -117,6 +118,8 @@ class CompletedFetch:
         self.read_committed = read_committed
         self.aborted = aborted
         self.error = error
+        # The partition state it was fetched for, whose count of waiting fetches it is in.
+        self.owner: Any = None
         self._batches: Iterator[RecordBatch] | None = None
         self._current: list[Any] = []
         self._index = 0
