@@ -6,6 +6,7 @@ packages from this working tree (editable), so a fresh machine needs only `infra
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import nox
@@ -110,3 +111,15 @@ def bench_broker(session: nox.Session) -> None:
     """Broker throughput with confluent-kafka, as ratios to the client's own ceiling."""
     install(session, *PACKAGES, extra=["confluent-kafka>=2.4", "kazoo>=2.9"])
     session.run("python", "bench/bench_broker.py", *session.posargs)
+
+
+@nox.session
+def fuzz_protocol(session: nox.Session) -> None:
+    """Long fuzzing and round trips of every Kafka message (GREGOR_FUZZ_SCALE, default 50)."""
+    install(session, "protocol", extra=TEST_DEPS)
+    tests = [
+        "packages/protocol/tests/test_fuzz_messages.py",
+        "packages/protocol/tests/test_apis_roundtrip.py",
+    ]
+    scale = {"GREGOR_FUZZ_SCALE": os.environ.get("GREGOR_FUZZ_SCALE", "50")}
+    session.run("pytest", *tests, "--timeout=3600", *session.posargs, env=scale)
