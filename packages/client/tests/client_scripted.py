@@ -24,7 +24,40 @@ import attrs
 import trio
 
 from gregor.protocol.apis import api_name
+from gregor.protocol.apis.alter_partition_reassignments import (
+    AlterPartitionReassignmentsResponse,
+    ReassignablePartitionResponse,
+    ReassignableTopicResponse,
+)
 from gregor.protocol.apis.api_versions import ApiVersion, ApiVersionsRequest, ApiVersionsResponse
+from gregor.protocol.apis.create_partitions import (
+    CreatePartitionsResponse,
+    CreatePartitionsTopicResult,
+)
+from gregor.protocol.apis.create_topics import CreatableTopicResult, CreateTopicsResponse
+from gregor.protocol.apis.delete_groups import DeletableGroupResult, DeleteGroupsResponse
+from gregor.protocol.apis.delete_records import (
+    DeleteRecordsPartitionResult,
+    DeleteRecordsResponse,
+    DeleteRecordsTopicResult,
+)
+from gregor.protocol.apis.delete_topics import DeletableTopicResult, DeleteTopicsResponse
+from gregor.protocol.apis.describe_configs import (
+    DescribeConfigsResourceResult,
+    DescribeConfigsResponse,
+    DescribeConfigsResult,
+)
+from gregor.protocol.apis.describe_groups import (
+    DescribedGroup,
+    DescribedGroupMember,
+    DescribeGroupsResponse,
+)
+from gregor.protocol.apis.elect_leaders import (
+    ElectLeadersResponse,
+    PartitionResult,
+    ReplicaElectionResult,
+)
+from gregor.protocol.apis.elect_leaders import TopicPartitions as ElectTopicPartitions
 from gregor.protocol.apis.fetch import (
     AbortedTransaction,
     FetchableTopicResponse,
@@ -38,17 +71,27 @@ from gregor.protocol.apis.find_coordinator import (
     FindCoordinatorResponse,
 )
 from gregor.protocol.apis.heartbeat import HeartbeatRequest, HeartbeatResponse
+from gregor.protocol.apis.incremental_alter_configs import (
+    AlterConfigsResourceResponse as IncrementalAlterConfigsResourceResponse,
+)
+from gregor.protocol.apis.incremental_alter_configs import IncrementalAlterConfigsResponse
 from gregor.protocol.apis.join_group import (
     JoinGroupRequest,
     JoinGroupResponse,
     JoinGroupResponseMember,
 )
 from gregor.protocol.apis.leave_group import LeaveGroupRequest, LeaveGroupResponse, MemberResponse
+from gregor.protocol.apis.list_groups import ListedGroup, ListGroupsResponse
 from gregor.protocol.apis.list_offsets import (
     ListOffsetsPartitionResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
     ListOffsetsTopicResponse,
+)
+from gregor.protocol.apis.list_partition_reassignments import (
+    ListPartitionReassignmentsResponse,
+    OngoingPartitionReassignment,
+    OngoingTopicReassignment,
 )
 from gregor.protocol.apis.metadata import (
     MetadataRequest,
@@ -94,7 +137,19 @@ DEFAULT_VERSIONS: dict[int, tuple[int, int]] = {
     12: (0, 4),  # Heartbeat
     13: (0, 5),  # LeaveGroup
     14: (0, 5),  # SyncGroup
+    15: (0, 5),  # DescribeGroups
+    16: (0, 4),  # ListGroups
     18: (0, 3),  # ApiVersions
+    19: (0, 7),  # CreateTopics
+    20: (0, 5),  # DeleteTopics
+    21: (0, 2),  # DeleteRecords
+    32: (0, 4),  # DescribeConfigs
+    37: (0, 3),  # CreatePartitions
+    42: (0, 2),  # DeleteGroups
+    43: (0, 2),  # ElectLeaders
+    44: (0, 1),  # IncrementalAlterConfigs
+    45: (0, 0),  # AlterPartitionReassignments
+    46: (0, 0),  # ListPartitionReassignments
 }
 
 DROP = object()  # a hook's answer: close the connection instead of answering
@@ -169,6 +224,9 @@ class ScriptedCluster:
         self._ready = threading.Event()
         self._stop: trio.Event | None = None
         self.down: set[int] = set()  # brokers that refuse (close) every connection
+        self.controller = 0
+        self.configs: dict[tuple[int, str], dict[str, str]] = {}  # (type, name) -> overrides
+        self.reassignments: dict[tuple[str, int], list[int]] = {}
 
     # -- running ---------------------------------------------------------------------------
 
@@ -371,7 +429,7 @@ class ScriptedCluster:
             topics.append(MetadataResponseTopic(name=name, partitions=partitions))
         brokers = [MetadataResponseBroker(b, "127.0.0.1", self.ports[b]) for b in self.broker_ids]
         return MetadataResponse(
-            brokers=brokers, cluster_id="scripted", controller_id=0, topics=topics
+            brokers=brokers, cluster_id="scripted", controller_id=self.controller, topics=topics
         )
 
     async def _ProduceRequest(
@@ -749,6 +807,223 @@ class ScriptedCluster:
                 parts.append(OffsetFetchResponsePartition(p, offset, -1, metadata, 0))
             topics.append(OffsetFetchResponseTopic(name, parts))
         return OffsetFetchResponse(topics=topics)
+
+    # -- admin -----------------------------------------------------------------------------
+
+    async def _CreateTopicsRequest(self, broker: int, body: Any, version: int) -> Response:
+        results = []
+        for t in body.topics:
+            if broker != self.controller:
+                code, message = ErrorCode.NOT_CONTROLLER, None
+            elif t.name in self.topics:
+                code, message = ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."
+            elif t.num_partitions == 0:
+                code, message = (
+                    ErrorCode.INVALID_PARTITIONS,
+                    "Number of partitions must be larger than 0.",
+                )
+            else:
+                code, message = 0, None
+                if not body.validate_only:
+                    count = len(t.assignments) or (t.num_partitions if t.num_partitions > 0 else 1)
+                    leaders = [a.broker_ids[0] for a in t.assignments] or None
+                    self.create_topic(t.name, count, leaders)
+                    self.configs[(2, t.name)] = {c.name: c.value or "" for c in t.configs}
+            results.append(
+                CreatableTopicResult(name=t.name, error_code=code, error_message=message)
+            )
+        return CreateTopicsResponse(topics=results)
+
+    async def _DeleteTopicsRequest(self, broker: int, body: Any, version: int) -> Response:
+        results = []
+        for name in body.topic_names:
+            if broker != self.controller:
+                code = ErrorCode.NOT_CONTROLLER
+            elif self.topics.pop(name, None) is None:
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                code = 0
+            results.append(DeletableTopicResult(name=name, error_code=code))
+        return DeleteTopicsResponse(responses=results)
+
+    async def _CreatePartitionsRequest(self, broker: int, body: Any, version: int) -> Response:
+        results = []
+        for t in body.topics:
+            partitions = self.topics.get(t.name)
+            if partitions is None:
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif t.count <= len(partitions):
+                code = ErrorCode.INVALID_PARTITIONS
+            else:
+                code = 0
+                if not body.validate_only:
+                    partitions.extend(Partition(0) for _ in range(t.count - len(partitions)))
+            results.append(CreatePartitionsTopicResult(t.name, code, None))
+        return CreatePartitionsResponse(results=results)
+
+    async def _DeleteRecordsRequest(self, broker: int, body: Any, version: int) -> Response:
+        topics = []
+        for t in body.topics:
+            parts = []
+            for p in t.partitions:
+                state = self.topics[t.name][p.partition_index]
+                offset = state.next_offset if p.offset == -1 else p.offset
+                if offset > state.next_offset:
+                    parts.append(
+                        DeleteRecordsPartitionResult(
+                            p.partition_index, -1, ErrorCode.OFFSET_OUT_OF_RANGE
+                        )
+                    )
+                    continue
+                state.log_start = max(state.log_start, offset)
+                parts.append(DeleteRecordsPartitionResult(p.partition_index, state.log_start, 0))
+            topics.append(DeleteRecordsTopicResult(t.name, parts))
+        return DeleteRecordsResponse(topics=topics)
+
+    async def _DescribeConfigsRequest(self, broker: int, body: Any, version: int) -> Response:
+        results = []
+        for r in body.resources:
+            if r.resource_type == 2 and r.resource_name not in self.topics:
+                results.append(
+                    DescribeConfigsResult(
+                        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None, r.resource_type, r.resource_name
+                    )
+                )
+                continue
+            overrides = self.configs.get((r.resource_type, r.resource_name), {})
+            entries = [
+                DescribeConfigsResourceResult(name=k, value=v, config_source=1)
+                for k, v in overrides.items()
+            ]
+            if "cleanup.policy" not in overrides and r.resource_type == 2:
+                entries.append(
+                    DescribeConfigsResourceResult(
+                        name="cleanup.policy", value="delete", config_source=5, is_default=True
+                    )
+                )
+            results.append(
+                DescribeConfigsResult(0, None, r.resource_type, r.resource_name, entries)
+            )
+        return DescribeConfigsResponse(results=results)
+
+    async def _IncrementalAlterConfigsRequest(
+        self, broker: int, body: Any, version: int
+    ) -> Response:
+        responses = []
+        for r in body.resources:
+            overrides = self.configs.setdefault((r.resource_type, r.resource_name), {})
+            for c in r.configs:
+                if c.config_operation == 1:
+                    overrides.pop(c.name, None)
+                else:
+                    overrides[c.name] = c.value or ""
+            responses.append(
+                IncrementalAlterConfigsResourceResponse(0, None, r.resource_type, r.resource_name)
+            )
+        return IncrementalAlterConfigsResponse(responses=responses)
+
+    async def _ListGroupsRequest(self, broker: int, body: Any, version: int) -> Response:
+        groups = (
+            []
+            if broker != self.coordinator
+            else [ListedGroup(g.group_id, "consumer", g.state) for g in self.groups.values()]
+        )
+        return ListGroupsResponse(groups=groups)
+
+    async def _DescribeGroupsRequest(self, broker: int, body: Any, version: int) -> Response:
+        out = []
+        for group_id in body.groups:
+            group = self.groups.get(group_id)
+            if group is None:
+                out.append(DescribedGroup(group_id=group_id, group_state="Dead"))
+                continue
+            out.append(
+                DescribedGroup(
+                    group_id=group_id,
+                    group_state=group.state,
+                    protocol_type="consumer",
+                    protocol_data=group.protocol or "",
+                    members=[
+                        DescribedGroupMember(
+                            m.member_id,
+                            m.instance_id,
+                            "client",
+                            "/127.0.0.1",
+                            b"",
+                            group.assignments.get(m.member_id, b""),
+                        )
+                        for m in group.members.values()
+                    ],
+                )
+            )
+        return DescribeGroupsResponse(groups=out)
+
+    async def _DeleteGroupsRequest(self, broker: int, body: Any, version: int) -> Response:
+        results = []
+        for group_id in body.groups_names:
+            group = self.groups.get(group_id)
+            if group is None:
+                code = ErrorCode.GROUP_ID_NOT_FOUND
+            elif group.members:
+                code = ErrorCode.NON_EMPTY_GROUP
+            else:
+                code = 0
+                del self.groups[group_id]
+            results.append(DeletableGroupResult(group_id, code))
+        return DeleteGroupsResponse(results=results)
+
+    async def _ElectLeadersRequest(self, broker: int, body: Any, version: int) -> Response:
+        wanted = body.topic_partitions or [
+            ElectTopicPartitions(t, list(range(len(ps)))) for t, ps in self.topics.items()
+        ]
+        return ElectLeadersResponse(
+            replica_election_results=[
+                ReplicaElectionResult(
+                    t.topic,
+                    [
+                        PartitionResult(
+                            p, ErrorCode.ELECTION_NOT_NEEDED, "Leader is already preferred"
+                        )
+                        for p in t.partitions
+                    ],
+                )
+                for t in wanted
+            ]
+        )
+
+    async def _AlterPartitionReassignmentsRequest(
+        self, broker: int, body: Any, version: int
+    ) -> Response:
+        for t in body.topics:
+            for p in t.partitions:
+                if p.replicas is None:
+                    self.reassignments.pop((t.name, p.partition_index), None)
+                else:
+                    self.reassignments[(t.name, p.partition_index)] = list(p.replicas)
+        return AlterPartitionReassignmentsResponse(
+            responses=[
+                ReassignableTopicResponse(
+                    t.name,
+                    [
+                        ReassignablePartitionResponse(p.partition_index, 0, None)
+                        for p in t.partitions
+                    ],
+                )
+                for t in body.topics
+            ]
+        )
+
+    async def _ListPartitionReassignmentsRequest(
+        self, broker: int, body: Any, version: int
+    ) -> Response:
+        by_topic: dict[str, list[OngoingPartitionReassignment]] = {}
+        for (topic, partition), replicas in sorted(self.reassignments.items()):
+            by_topic.setdefault(topic, []).append(
+                OngoingPartitionReassignment(partition, replicas, replicas, [])
+            )
+        return ListPartitionReassignmentsResponse(
+            topics=[OngoingTopicReassignment(t, ps) for t, ps in by_topic.items()]
+        )
 
 
 @contextmanager

@@ -26,6 +26,7 @@ from typing import TypeVar
 import attrs
 import trio
 
+from gregor.client.frames import FrameReceiver
 from gregor.protocol.apis import api_name
 from gregor.protocol.apis.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from gregor.protocol.errors import (
@@ -238,19 +239,32 @@ class BrokerConnection:
             raise NetworkError(f"connection to {self.host}:{self.port} is closed: {self._closed}")
 
     async def _read_responses(self) -> None:
-        frames = self._frames
         try:
-            while True:
-                data = await self._stream.receive_some(self.config.receive_size)
-                if not data:
-                    raise NetworkError(f"{self.host}:{self.port} closed the connection")
-                frames.feed(data)
-                while (frame := frames.next_frame()) is not None:
-                    self._dispatch(frame)
+            if isinstance(self._stream, trio.SocketStream):
+                await self._receive_frames(self._stream)
+            await self._read_chunks()
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             self._close(NetworkError(f"connection to {self.host}:{self.port} broke: {exc}"))
         except (NetworkError, ProtocolError) as exc:
             self._close(exc)
+
+    async def _receive_frames(self, stream: trio.SocketStream) -> None:
+        """A plain socket: each frame read straight into a buffer of its size."""
+        receiver = FrameReceiver(stream.socket, self.config.max_response_size)
+        while (frame := await receiver.receive()) is not None:
+            self._dispatch(frame)
+        raise NetworkError(f"{self.host}:{self.port} closed the connection")
+
+    async def _read_chunks(self) -> None:
+        """Any other stream (TLS): chunks fed to a sans-IO FrameReader."""
+        frames = self._frames
+        while True:
+            data = await self._stream.receive_some(self.config.receive_size)
+            if not data:
+                raise NetworkError(f"{self.host}:{self.port} closed the connection")
+            frames.feed(data)
+            while (frame := frames.next_frame()) is not None:
+                self._dispatch(frame)
 
     def _dispatch(self, frame: bytes) -> None:
         if len(frame) < 4:

@@ -21,7 +21,7 @@ import logging
 import math
 import random
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import trio
 
@@ -269,6 +269,28 @@ class NetworkClient:
 
     # -- requests --------------------------------------------------------------------------
 
+    @overload
+    async def request(
+        self,
+        node_id: int,
+        body: Request,
+        version: int | None = None,
+        *,
+        timeout: float | None = None,
+        response_type: type[R],
+    ) -> R: ...
+
+    @overload
+    async def request(
+        self,
+        node_id: int,
+        body: Request,
+        version: int | None = None,
+        *,
+        timeout: float | None = None,
+        response_type: None = None,
+    ) -> Response: ...
+
     async def request(
         self,
         node_id: int,
@@ -277,11 +299,10 @@ class NetworkClient:
         *,
         timeout: float | None = None,
         response_type: type[R] | None = None,
-    ) -> R:
+    ) -> R | Response:
         """Send `body` to a broker (BOOTSTRAP: any) and wait for its response."""
         connection = await self.connect(node_id)
-        response = await self.send(connection, body, version, timeout=timeout)
-        return response  # type: ignore[return-value]
+        return await self.send(connection, body, version, timeout=timeout)
 
     async def send(
         self,

@@ -13,15 +13,18 @@ use thread-safe structures directly.
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 import trio
 
 from gregor.protocol.errors import KafkaError
 
 T = TypeVar("T")
+P = ParamSpec("P")
+C = TypeVar("C")
 
 Service = Callable[..., Awaitable[None]]  # async def service(*, task_status) -> None
 
@@ -148,3 +151,20 @@ class IOThread:
 
 def _raise(error: BaseException) -> Any:
     raise error
+
+
+class BlockingFacade(Protocol):
+    """A sync wrapper: a core whose async methods run on an I/O thread."""
+
+    _io: IOThread
+    _core: Any
+
+
+def blocking(method: Callable[Concatenate[C, P], Awaitable[T]]) -> Callable[Concatenate[Any, P], T]:
+    """The sync form of a core's async method: run it on the I/O thread and wait."""
+
+    def call(self: BlockingFacade, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._io.call(functools.partial(method, self._core, *args, **kwargs))
+
+    functools.update_wrapper(call, method)
+    return call

@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 import trio
 
@@ -71,6 +71,7 @@ from gregor.protocol.errors import (
     NetworkError,
     RequestTimedOutError,
 )
+from gregor.protocol.schema import Request, Response
 
 log = logging.getLogger(__name__)
 
@@ -160,10 +161,10 @@ class ConsumerCoordinator:
             self.client.disconnect(self._coordinator, "the group coordinator moved")
         self._coordinator = None
 
-    async def _request(self, body: object, timeout: float | None = None) -> object:
+    async def _request(self, body: Request, timeout: float | None = None) -> Response:
         node = await self.coordinator()
         try:
-            return await self.client.request(node, body, timeout=timeout)  # type: ignore[arg-type]
+            return await self.client.request(node, body, timeout=timeout)
         except NetworkError:
             self.coordinator_gone()
             raise
@@ -512,61 +513,76 @@ class ConsumerCoordinator:
         self, partitions: Sequence[TopicPartition], timeout: float
     ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         """The group's committed offsets (None: nothing committed)."""
-        attempts = 0
+        found = await fetch_committed(
+            self.client, self.group_id, partitions, timeout, self.coordinator, self.coordinator_gone
+        )
+        return {tp: found.get(tp) for tp in partitions}
+
+
+async def fetch_committed(
+    client: NetworkClient,
+    group_id: str,
+    partitions: Sequence[TopicPartition] | None,
+    timeout: float,
+    locate: Callable[[], Awaitable[int]],
+    lost: Callable[[], None],
+) -> dict[TopicPartition, OffsetAndMetadata]:
+    """OffsetFetch: a group's committed offsets (of these partitions, or all of them);
+    partitions without a commit are left out. `locate` finds the coordinator, `lost`
+    forgets it; coordinator moves and loads are retried until `timeout`."""
+    topics = None
+    if partitions is not None:
         by_topic: dict[str, list[int]] = {}
         for tp in partitions:
             by_topic.setdefault(tp.topic, []).append(tp.partition)
-        request = OffsetFetchRequest(
-            group_id=self.group_id,
-            topics=[OffsetFetchRequestTopic(t, ps) for t, ps in by_topic.items()],
-            require_stable=True,
-        )
-        with trio.move_on_after(timeout):
-            while True:
-                try:
-                    node = await self.coordinator()
-                    connection = await self.client.connect(node)
+        topics = [OffsetFetchRequestTopic(t, ps) for t, ps in by_topic.items()]
+    request = OffsetFetchRequest(group_id=group_id, topics=topics, require_stable=True)
+    attempts = 0
+    with trio.move_on_after(timeout):
+        while True:
+            try:
+                connection = await client.connect(await locate())
+                version = connection.version_for(OffsetFetchRequest, max_version=7, min_version=1)
+                if topics is None and version < 2:
                     version = connection.version_for(
-                        OffsetFetchRequest, max_version=7, min_version=1
+                        OffsetFetchRequest, max_version=7, min_version=2
                     )
-                    response = await self.client.send(connection, request, version)
-                    assert isinstance(response, OffsetFetchResponse)
-                    return self._committed_answer(response, partitions)
-                except _Retry:
-                    pass
-                except (NetworkError, RequestTimedOutError):
-                    self.coordinator_gone()
-                await trio.sleep(self.client.retry_backoff.delay(attempts))
-                attempts += 1
-        raise RequestTimedOutError(
-            f"group {self.group_id!r}: committed offsets not fetched within {timeout:.1f}s"
-        )
+                response = await client.send(connection, request, version)
+                assert isinstance(response, OffsetFetchResponse)
+                return _committed_answer(group_id, response, lost)
+            except _Retry:
+                pass
+            except (NetworkError, RequestTimedOutError):
+                lost()
+            await trio.sleep(client.retry_backoff.delay(attempts))
+            attempts += 1
+    raise RequestTimedOutError(
+        f"group {group_id!r}: committed offsets not fetched within {timeout:.1f}s"
+    )
 
-    def _committed_answer(
-        self, response: OffsetFetchResponse, partitions: Sequence[TopicPartition]
-    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
-        codes = [response.error_code] + [
-            p.error_code for t in response.topics for p in t.partitions
-        ]
-        for code in codes:
-            if code in _COORDINATOR_GONE:
-                self.coordinator_gone()
-                raise _Retry(backoff=True)
-            if code in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.UNSTABLE_OFFSET_COMMIT):
-                raise _Retry(backoff=True)
-            if code:
-                error = KafkaError.for_code(code)
-                raise error(
-                    f"fetching committed offsets of group {self.group_id!r}: {error.error_name()}"
+
+def _committed_answer(
+    group_id: str, response: OffsetFetchResponse, lost: Callable[[], None]
+) -> dict[TopicPartition, OffsetAndMetadata]:
+    codes = [response.error_code] + [p.error_code for t in response.topics for p in t.partitions]
+    for code in codes:
+        if code in _COORDINATOR_GONE:
+            lost()
+            raise _Retry(backoff=True)
+        if code in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.UNSTABLE_OFFSET_COMMIT):
+            raise _Retry(backoff=True)
+        if code:
+            error = KafkaError.for_code(code)
+            raise error(f"fetching committed offsets of group {group_id!r}: {error.error_name()}")
+    out: dict[TopicPartition, OffsetAndMetadata] = {}
+    for topic in response.topics:
+        for p in topic.partitions:
+            if p.committed_offset >= 0:
+                epoch = p.committed_leader_epoch if p.committed_leader_epoch >= 0 else None
+                out[TopicPartition(topic.name, p.partition_index)] = OffsetAndMetadata(
+                    p.committed_offset, p.metadata or "", epoch
                 )
-        out: dict[TopicPartition, OffsetAndMetadata | None] = dict.fromkeys(partitions)
-        for topic in response.topics:
-            for p in topic.partitions:
-                tp = TopicPartition(topic.name, p.partition_index)
-                if p.committed_offset >= 0:
-                    epoch = p.committed_leader_epoch if p.committed_leader_epoch >= 0 else None
-                    out[tp] = OffsetAndMetadata(p.committed_offset, p.metadata or "", epoch)
-        return out
+    return out
 
 
 class _Retry(Exception):

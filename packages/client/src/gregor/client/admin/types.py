@@ -1,0 +1,135 @@
+"""What the admin client takes and returns."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+
+import attrs
+
+from gregor.client.types import OffsetAndMetadata, TopicPartition
+
+
+@attrs.frozen
+class NewTopic:
+    name: str
+    num_partitions: int = -1  # -1: the broker's num.partitions
+    replication_factor: int = -1  # -1: the broker's default.replication.factor
+    replica_assignment: Mapping[int, Sequence[int]] | None = None  # partition -> brokers
+    config: Mapping[str, str] = attrs.Factory(dict)
+
+
+class ResourceType(enum.IntEnum):
+    """Kafka's config resource types."""
+
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+
+
+@attrs.frozen
+class ConfigResource:
+    type: ResourceType
+    name: str  # a topic name, or a broker id as a string
+
+
+class ConfigSource(enum.IntEnum):
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+
+
+@attrs.frozen
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: ConfigSource = ConfigSource.UNKNOWN
+    read_only: bool = False
+    sensitive: bool = False
+
+    @property
+    def is_default(self) -> bool:
+        return self.source is ConfigSource.DEFAULT_CONFIG
+
+
+@attrs.frozen
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    state: str = ""  # empty from brokers older than ListGroups v4
+
+
+@attrs.frozen
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    host: str
+    assignment: tuple[TopicPartition, ...]
+
+
+@attrs.frozen
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[MemberDescription, ...]
+
+
+@attrs.frozen
+class GroupOffset:
+    """A group's committed offset on a partition, and how far behind the log end it is."""
+
+    committed: OffsetAndMetadata
+    log_end_offset: int
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.log_end_offset - self.committed.offset)
+
+
+@attrs.frozen
+class BrokerDescription:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@attrs.frozen
+class ClusterDescription:
+    cluster_id: str | None
+    controller_id: int
+    brokers: tuple[BrokerDescription, ...]
+
+
+@attrs.frozen
+class PartitionDescription:
+    partition: int
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@attrs.frozen
+class TopicDescription:
+    name: str
+    internal: bool
+    partitions: tuple[PartitionDescription, ...]
+
+
+@attrs.frozen
+class Reassignment:
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
+
+
+class ElectionType(enum.IntEnum):
+    PREFERRED = 0
+    UNCLEAN = 1

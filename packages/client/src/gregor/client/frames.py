@@ -1,0 +1,80 @@
+"""Size-prefixed frames read from a trio socket with as few copies as possible.
+
+`FrameReader` (gregor-protocol, sans-IO) is fed chunks and slices frames out of its buffer:
+three copies of every byte after the kernel's. Here small frames are read ahead into one
+reusable buffer and large ones straight into a buffer of their own size (`recv_into`), so a
+megabyte of records is copied once by the kernel and once into the `bytes` the decoder
+takes. Limits are checked on the size prefix, before anything of the frame is buffered.
+"""
+
+from __future__ import annotations
+
+import trio
+
+from gregor.protocol.errors import DecodeError, FrameTooLargeError
+
+SMALL = 64 * 1024  # frames up to this size are read ahead in one buffer
+
+
+class FrameReceiver:
+    def __init__(self, sock: trio.socket.SocketType, max_frame_size: int) -> None:
+        self.sock = sock
+        self.max_frame_size = max_frame_size
+        self._buf = bytearray(SMALL)
+        self._start = 0  # buffered bytes are _buf[_start:_end]
+        self._end = 0
+
+    def buffered(self) -> int:
+        return self._end - self._start
+
+    async def _fill(self, wanted: int) -> bool:
+        """Read until `wanted` bytes are buffered; False on end of stream."""
+        if len(self._buf) - self._start < wanted:
+            remaining = self._buf[self._start : self._end]
+            self._buf[: len(remaining)] = remaining
+            self._start, self._end = 0, len(remaining)
+        view = memoryview(self._buf)
+        while self._end - self._start < wanted:
+            got = await self.sock.recv_into(view[self._end :])
+            if not got:
+                return False
+            self._end += got
+        return True
+
+    async def receive(self) -> bytes | None:
+        """The next frame without its size prefix; None when the stream ends between frames.
+
+        Raises FrameTooLargeError for a size above the limit, DecodeError for a negative
+        size or a stream that ends inside a frame.
+        """
+        if not await self._fill(4):
+            if self.buffered():
+                raise DecodeError(
+                    f"the stream ended inside a size prefix ({self.buffered()} bytes)"
+                )
+            return None
+        size = int.from_bytes(self._buf[self._start : self._start + 4], "big", signed=True)
+        if size < 0:
+            raise DecodeError(f"negative frame size {size}")
+        if size > self.max_frame_size:
+            raise FrameTooLargeError(
+                f"frame of {size} bytes exceeds the limit of {self.max_frame_size}"
+            )
+        self._start += 4
+        if size <= SMALL:
+            if not await self._fill(size):
+                raise DecodeError(f"the stream ended inside a frame of {size} bytes")
+            frame = bytes(memoryview(self._buf)[self._start : self._start + size])
+            self._start += size
+            return frame
+        frame_buf = bytearray(size)
+        have = self._end - self._start
+        frame_buf[:have] = memoryview(self._buf)[self._start : self._end]
+        self._start = self._end = 0
+        view = memoryview(frame_buf)
+        while have < size:
+            got = await self.sock.recv_into(view[have:])
+            if not got:
+                raise DecodeError(f"the stream ended inside a frame of {size} bytes")
+            have += got
+        return bytes(frame_buf)
