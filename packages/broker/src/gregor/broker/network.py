@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import math
 import os
 import socket
 import time
@@ -37,11 +38,11 @@ from gregor.broker.apis import (
     registration,
 )
 from gregor.broker.config import BrokerConfig, Endpoint
+from gregor.client.frames import FrameReceiver
 from gregor.protocol.apis import REQUESTS, ApiKey, api_name
 from gregor.protocol.apis.api_versions import ApiVersionsResponse
 from gregor.protocol.errors import DecodeError, ErrorCode, ProtocolError
 from gregor.protocol.framing import (
-    FrameReader,
     decode_request_header,
     encode_response,
     encode_response_chunks,
@@ -54,7 +55,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-READ_SIZE = 256 * 1024
 READ_AHEAD = 4  # frames read beyond the one being processed
 
 
@@ -82,7 +82,7 @@ class Connection:
             self.host, self.port = str(peer[0]), int(peer[1])
         except OSError:
             self.host, self.port = "?", 0
-        self.frames = FrameReader(server.broker.config.socket_request_max_bytes)
+        self.frames = FrameReceiver(stream.socket, server.broker.config.socket_request_max_bytes)
         self.processing = False
 
     def __repr__(self) -> str:
@@ -109,9 +109,12 @@ class Connection:
         frames = self.frames
         async with send:
             while True:
-                with trio.move_on_after(idle if idle > 0 else float("inf")) as scope:
+                with trio.move_on_after(idle if idle > 0 else math.inf) as scope:
                     try:
-                        data = await self.stream.receive_some(READ_SIZE)
+                        frame = await frames.receive()
+                    except ProtocolError as exc:  # size prefix too large or negative, EOF
+                        log.warning("closing connection %s: %s", self, exc)
+                        return
                     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                         log.debug("connection %s broke: %s", self, exc)
                         return
@@ -120,15 +123,10 @@ class Connection:
                         continue
                     log.debug("closing idle connection %s", self)
                     return
-                if not data:
+                if frame is None:
                     return
-                frames.feed(data)
                 try:
-                    while (frame := frames.next_frame()) is not None:
-                        await send.send(frame)
-                except ProtocolError as exc:  # size prefix too large or negative
-                    log.warning("closing connection %s: %s", self, exc)
-                    return
+                    await send.send(frame)
                 except trio.BrokenResourceError:
                     return  # the processor stopped (and logged why)
 
@@ -162,10 +160,10 @@ class Connection:
         if found is None:
             if peek.api_key == ApiKey.API_VERSIONS:
                 # Kafka answers an ApiVersions version it does not know in a v0 body.
-                body = ApiVersionsResponse(
+                unsupported = ApiVersionsResponse(
                     error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=[api_versions_own_range()]
                 )
-                return [encode_response(body, 0, peek.correlation_id)]
+                return [encode_response(unsupported, 0, peek.correlation_id)]
             raise CloseConnection(
                 f"{api_name(peek.api_key)} (key {peek.api_key}) v{peek.api_version} "
                 "is not supported by this broker"
