@@ -283,3 +283,30 @@ async def test_session_expiry_is_reported_and_the_broker_can_register_again(
     assert await zk.get_broker_ids() == []  # the ephemeral went with the old session
     epoch = await zk.register_broker(BROKER)
     assert (await zk.get_all_brokers())[1] == (BROKER, epoch)
+
+
+async def test_calls_wait_for_zookeeper_to_come_back(own_zookeeper: ZooKeeper) -> None:
+    client = KafkaZkClient(own_zookeeper.connect, session_timeout_ms=30000)
+    await client.start()
+    fired: list[str] = []
+    client.set_child_handler("/brokers/ids", lambda: fired.append("ids"))
+    try:
+        await client.register_broker(BROKER)
+        assert await client.get_broker_ids(watch=True) == [1]
+        own_zookeeper.kill()
+        answer: list[list[int]] = []
+
+        async def ask() -> None:
+            answer.append(await client.get_broker_ids())
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ask)
+            await wait_for(lambda: not client.session.connected, "the connection lost")
+            assert answer == []  # waiting for ZooKeeper, not failing
+            await trio.to_thread.run_sync(own_zookeeper.start)
+        # The session outlived the outage (shorter than its timeout): the ephemeral stayed,
+        # and every watch handler fired so that watches get re-armed.
+        assert answer == [[1]]
+        assert "ids" in fired
+    finally:
+        await client.close()

@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 Handler = Callable[[], None]
 
+ZK_THREADS = 16
 # Failures worth retrying once the connection is back; anything else is an answer.
 _RETRIABLE = (ConnectionLoss, OperationTimeoutError)
 
@@ -78,6 +79,9 @@ class ZkSession:
         self._node_handlers: dict[str, Handler] = {}
         self._child_handlers: dict[str, Handler] = {}
         self._session_listeners: list[SessionListener] = []
+        # Calls wait in their thread while ZooKeeper is unreachable: they get threads of
+        # their own, so that storage I/O (trio's default limiter) never waits behind them.
+        self._threads = trio.CapacityLimiter(ZK_THREADS)
 
     @property
     def kazoo(self) -> KazooClient:
@@ -143,7 +147,9 @@ class ZkSession:
 
     async def run(self, fn: Callable[[], T]) -> T:
         """Run `fn` (blocking kazoo calls) in a worker thread, retried while disconnected."""
-        return await trio.to_thread.run_sync(self._until_connected, fn, abandon_on_cancel=True)
+        return await trio.to_thread.run_sync(
+            self._until_connected, fn, abandon_on_cancel=True, limiter=self._threads
+        )
 
     def _until_connected(self, fn: Callable[[], T]) -> T:
         while True:
