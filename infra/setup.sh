@@ -36,3 +36,9 @@ if [ ! -x .venv/bin/nox ]; then
     .venv/bin/python -m pip install -q --upgrade pip
     .venv/bin/python -m pip install -q 'nox>=2024.3'
 fi
+
+# KafkaJS for the interop tests, pinned by tests/interop/package-lock.json.
+if [ ! -f tests/interop/node_modules/kafkajs/package.json ]; then
+    log "installing KafkaJS into tests/interop/node_modules"
+    (cd tests/interop && npm ci --no-audit --no-fund --silent)
+fi
