@@ -1,0 +1,146 @@
+"""BrokerConfig: Kafka's names and defaults, validation errors that say key, value and rule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gregor.broker.config import BrokerConfig, Endpoint
+from gregor.broker.properties import parse_override
+from gregor.protocol.errors import InvalidConfigError
+
+BASE = {"broker.id": "1", "zookeeper.connect": "127.0.0.1:2181/kafka"}
+
+
+def config(**changes: str) -> BrokerConfig:
+    return BrokerConfig.from_properties(
+        {**BASE, **{k.replace("_", "."): v for k, v in changes.items()}}
+    )
+
+
+def test_kafka_defaults() -> None:
+    c = config()
+    assert c.listeners == (Endpoint("PLAINTEXT", "", 9092),)
+    assert c.advertised_listeners == c.listeners
+    assert c.inter_broker_listener_name == "PLAINTEXT"
+    assert (c.socket_request_max_bytes, c.message_max_bytes) == (104857600, 1048588)
+    assert (c.num_partitions, c.default_replication_factor, c.min_insync_replicas) == (1, 1, 1)
+    assert (c.replica_lag_time_max_ms, c.replica_fetch_wait_max_ms) == (30000, 500)
+    assert (c.replica_fetch_max_bytes, c.num_replica_fetchers) == (1048576, 1)
+    assert c.zookeeper_session_timeout_ms == c.zookeeper_connection_timeout_ms == 18000
+    assert c.auto_create_topics_enable and c.delete_topic_enable and c.controlled_shutdown_enable
+    assert c.auto_leader_rebalance_enable and not c.unclean_leader_election_enable
+    assert c.offsets_topic_replication_factor == 3
+    assert c.log_config.segment_bytes == 1 << 30
+    assert c.log_config.retention_ms == 7 * 24 * 3600 * 1000
+    assert c.log_manager_config.log_dirs == ("/tmp/kafka-logs",)
+
+
+def test_log_settings_reach_storage() -> None:
+    c = config(
+        log_dirs="/a,/b",
+        log_retention_hours="2",
+        log_segment_bytes="1048576",
+        message_max_bytes="5000",
+        min_insync_replicas="2",
+    )
+    assert c.log_manager_config.log_dirs == ("/a", "/b")
+    assert c.log_config.retention_ms == 2 * 3600 * 1000
+    assert c.log_config.segment_bytes == 1048576
+    assert c.log_config.max_message_bytes == 5000
+    assert c.log_config.min_insync_replicas == 2
+
+
+def test_listeners_and_advertised_listeners() -> None:
+    c = BrokerConfig.from_properties(
+        {
+            **BASE,
+            "listeners": "PLAINTEXT://0.0.0.0:9092,INTERNAL://127.0.0.1:9093",
+            "advertised.listeners": "PLAINTEXT://kafka-1.example:9092,INTERNAL://127.0.0.1:9093",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+            "inter.broker.listener.name": "INTERNAL",
+        }
+    )
+    assert [str(e) for e in c.listeners] == [
+        "PLAINTEXT://0.0.0.0:9092",
+        "INTERNAL://127.0.0.1:9093",
+    ]
+    assert c.endpoint("PLAINTEXT") == Endpoint("PLAINTEXT", "kafka-1.example", 9092)
+    assert c.inter_broker_listener_name == "INTERNAL"
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"broker.id": "x"}, "Invalid value 'x' for configuration broker.id: must be an integer"),
+        ({"broker.id": "-1"}, "broker.id: must be set to a value of at least 0"),
+        ({"num.partitions": "0"}, "num.partitions: must be at least 1"),
+        ({"auto.create.topics.enable": "yes"}, "auto.create.topics.enable: must be true or false"),
+        ({"leader.imbalance.per.broker.percentage": "101"}, "must be in [0, 100]"),
+        ({"listeners": "PLAINTEXT//:9092"}, "is not of the form NAME://host:port"),
+        ({"listeners": "PLAINTEXT://:1,PLAINTEXT://:2"}, "listener names must be unique"),
+        ({"listeners": "SSL://:9093"}, "listener SSL uses SSL; only PLAINTEXT is supported"),
+        (
+            {"listeners": "FOO://:9093"},
+            "listener FOO has no entry in listener.security.protocol.map",
+        ),
+        (
+            {
+                "advertised.listeners": "OTHER://h:1",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT",
+            },
+            "listener OTHER is not one of listeners",
+        ),
+        ({"advertised.listeners": "PLAINTEXT://0.0.0.0:9092"}, "0.0.0.0 is a bind address"),
+        ({"inter.broker.listener.name": "NOPE"}, "inter.broker.listener.name"),
+        (
+            {"replica.fetch.wait.max.ms": "40000"},
+            "replica.fetch.wait.max.ms: must not exceed replica.socket.timeout.ms (30000)",
+        ),
+        ({"log.retention.ms": "-5"}, "Invalid value '-5' for configuration retention.ms"),
+        ({"zookeeper.connect": ""}, "zookeeper.connect: must be set"),
+    ],
+)
+def test_invalid_values_name_key_value_and_rule(changes: dict[str, str], message: str) -> None:
+    with pytest.raises(InvalidConfigError) as raised:
+        BrokerConfig.from_properties({**BASE, **changes})
+    assert message in str(raised.value)
+
+
+def test_unknown_keys_are_kept_and_logged(caplog: pytest.LogCaptureFixture) -> None:
+    c = config(some_plugin_setting="1")
+    assert "The configuration 'some.plugin.setting' was supplied but isn't a known config." in (
+        caplog.text
+    )
+    assert c.properties["some.plugin.setting"] == "1"
+
+
+def test_load_with_overrides(tmp_path: Path) -> None:
+    path = tmp_path / "server.properties"
+    path.write_text(
+        "# a comment\n"
+        "broker.id = 7\n"
+        "listeners: PLAINTEXT://127.0.0.1:19092\n"
+        "zookeeper.connect=zk1:2181,\\\n    zk2:2181/kafka\n"
+        "num.partitions 4\n"
+    )
+    c = BrokerConfig.load(path, ["num.partitions=6", "broker.rack=r1"])
+    assert c.broker_id == 7
+    assert c.zookeeper_connect == "zk1:2181,zk2:2181/kafka"
+    assert c.listeners == (Endpoint("PLAINTEXT", "127.0.0.1", 19092),)
+    assert (c.num_partitions, c.broker_rack) == (6, "r1")
+
+
+def test_unreadable_file_and_bad_override(tmp_path: Path) -> None:
+    with pytest.raises(InvalidConfigError, match="cannot read"):
+        BrokerConfig.load(tmp_path / "missing.properties")
+    with pytest.raises(InvalidConfigError, match="must have the form key=value"):
+        parse_override("no-equals-sign")
+
+
+def test_describe_lists_every_setting_with_its_source() -> None:
+    described = {name: (value, default) for name, value, default in config().describe()}
+    assert described["broker.id"] == ("1", False)
+    assert described["num.partitions"] == ("1", True)
+    assert described["advertised.listeners"] == (None, True)
