@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import attrs
@@ -62,6 +62,9 @@ Key = tuple[str, int]
 ISR_PROPAGATION_QUIET_MS = 500
 ISR_PROPAGATION_MAX_DELAY_MS = 5_000
 ISR_PROPAGATION_CHECK_S = 0.25
+# Told, after each LeaderAndIsr or StopReplica, which partitions this broker now leads and
+# which it no longer leads (followed or stopped): the coordinators load and unload theirs.
+LeadershipListener = Callable[[Sequence[Partition], Sequence[Partition]], None]
 
 
 @attrs.frozen(slots=True)
@@ -132,6 +135,7 @@ class ReplicaManager:
         self._nursery: trio.Nursery | None = None
         self.shutting_down = False
         self.metrics.under_replicated = self.under_replicated_count
+        self.leadership_listeners: list[LeadershipListener] = []
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -261,7 +265,20 @@ class ReplicaManager:
         self.fetchers.remove([p.key for p, _ in to_lead] + [p.key for p in followed])
         if not self.shutting_down:
             self.fetchers.add(followed)
+        self._tell_leadership(
+            [p for p, _ in to_lead if errors[p.key] == ErrorCode.NONE],
+            [p for p, _ in to_follow if errors[p.key] == ErrorCode.NONE],
+        )
         return _leader_and_isr_response(request, version, errors, topic_ids)
+
+    def _tell_leadership(self, led: Sequence[Partition], resigned: Sequence[Partition]) -> None:
+        if not (led or resigned):
+            return
+        for listener in self.leadership_listeners:
+            try:
+                listener(led, resigned)
+            except Exception:
+                log.exception("leadership listener %r failed", listener)
 
     def _log_for(self, partition: Partition, topic_ids: Mapping[str, uuid.UUID]) -> Log:
         topic_id = topic_ids.get(partition.topic)
@@ -321,12 +338,15 @@ class ReplicaManager:
                     doomed.append(key)
             errors.append(StopReplicaPartitionError(topic, index, code))
         self.fetchers.remove(stopped)
+        resigned = []
         for key in stopped:
             partition = self.partitions.get(key)
             if partition is not None:
                 partition.stop()
+                resigned.append(partition)
             if key in doomed:
                 self.partitions.pop(key, None)
+        self._tell_leadership([], resigned)
         for topic, index in doomed:
             try:
                 self.broker.log_manager.delete_log(topic, index)
