@@ -14,6 +14,8 @@ Handlers reach the services through `ctx.broker`:
 - `metrics`           the in-process metrics
 - `topic_log_config(topic)` a topic's LogConfig (dynamic overrides from /config applied)
 - `socket_server`     the listeners (`socket_server.advertised()`: the endpoints in use)
+- `group_coordinator` the consumer groups of the `__consumer_offsets` partitions led here
+- `internal_topics`   creates `__consumer_offsets` and `__transaction_state` on first use
 
 Startup, as Kafka's: ZooKeeper session and cluster id; the log directories (recovery runs
 in threads); the listeners are bound; the replica manager starts; requests are served; the
@@ -37,6 +39,8 @@ from gregor.broker.apis import load_handlers
 from gregor.broker.config import BrokerConfig
 from gregor.broker.controller import Controller, ControllerSettings, controlled_shutdown
 from gregor.broker.controller.assignment import AssignmentError, BrokerRack, assign_replicas
+from gregor.broker.coordinator.group import broker_group_coordinator
+from gregor.broker.coordinator.internal_topics import InternalTopicCreator
 from gregor.broker.metadata_cache import MetadataCache
 from gregor.broker.metrics import Metrics
 from gregor.broker.network import SocketServer
@@ -72,6 +76,8 @@ class Broker:
             config.zookeeper_connection_timeout_ms,
         )
         self.replica_manager = ReplicaManager(self)
+        self.group_coordinator = broker_group_coordinator(self)
+        self.internal_topics = InternalTopicCreator(self)
         self._log_manager: LogManager | None = None
         self._controller: Controller | None = None
         self._topic_overrides: dict[str, dict[str, str]] = {}
@@ -239,6 +245,7 @@ class Broker:
                 await nursery.start(self.log_manager.run)
                 await self.socket_server.bind()
                 await nursery.start(self.replica_manager.run)
+                await nursery.start(self.group_coordinator.run)
                 await nursery.start(self.socket_server.serve)
                 self._controller = Controller(
                     self.zk, self.controller_settings, self.registration()
