@@ -9,7 +9,32 @@ committed offsets, kept in `__consumer_offsets`.
 - `storage`: appends and reads of `__consumer_offsets` through the replica manager.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from gregor.broker.coordinator.group.config import GroupConfig
 from gregor.broker.coordinator.group.coordinator import GroupCoordinator
+from gregor.broker.coordinator.group.storage import ReplicatedOffsetsTopic
+from gregor.broker.topic_names import CONSUMER_OFFSETS
 
-__all__ = ["GroupConfig", "GroupCoordinator"]
+if TYPE_CHECKING:
+    from gregor.broker.server import Broker
+
+__all__ = ["GroupConfig", "GroupCoordinator", "broker_group_coordinator"]
+
+
+def broker_group_coordinator(broker: Broker) -> GroupCoordinator:
+    """The broker's group coordinator, on its replica manager and metadata cache."""
+    config = GroupConfig.from_broker(broker.config)
+    cache = broker.metadata_cache
+
+    def partitions() -> int:
+        # The topic's real size once known; its configured size until it exists.
+        return cache.partition_count(CONSUMER_OFFSETS) or config.offsets_topic_partitions
+
+    coordinator = GroupCoordinator(
+        broker.broker_id, config, ReplicatedOffsetsTopic(broker.replica_manager), partitions
+    )
+    broker.replica_manager.leadership_listeners.append(coordinator.on_leadership_change)
+    return coordinator

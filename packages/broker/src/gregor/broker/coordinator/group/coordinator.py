@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import Protocol
 
 import trio
 
@@ -51,6 +52,7 @@ from gregor.broker.coordinator.group.results import (
 from gregor.broker.coordinator.group.state import GroupState
 from gregor.broker.coordinator.group.storage import OffsetsTopic
 from gregor.broker.coordinator.timers import TimerQueue
+from gregor.broker.topic_names import CONSUMER_OFFSETS
 from gregor.protocol.apis import ApiKey
 from gregor.protocol.errors import ErrorCode
 
@@ -66,6 +68,19 @@ _EMPTY_GROUP_ID_ALLOWED = frozenset(
 )
 
 Offsets = Mapping[TopicPartition, OffsetAndMetadata]
+
+
+class PartitionRole(Protocol):
+    """What the coordinator needs of a partition whose leadership changed."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def leader_epoch(self) -> int: ...
+    @property
+    def is_leader(self) -> bool: ...
 
 
 class GroupCoordinator:
@@ -575,7 +590,7 @@ class GroupCoordinator:
             "group %s: preparing to rebalance from generation %d (%s-%d); reason: %s",
             group.group_id,
             group.generation_id,
-            "__consumer_offsets",
+            CONSUMER_OFFSETS,
             self.partition_for(group.group_id),
             reason,
         )
@@ -1214,6 +1229,17 @@ class GroupCoordinator:
         return group.summary()
 
     # -- leadership of __consumer_offsets partitions -------------------------------------
+
+    def on_leadership_change(
+        self, led: Sequence[PartitionRole], resigned: Sequence[PartitionRole]
+    ) -> None:
+        """The replica manager's news: load the offsets partitions led now, unload the rest."""
+        for p in led:
+            if p.topic == CONSUMER_OFFSETS and p.is_leader:
+                self.on_election(p.partition, p.leader_epoch)
+        for p in resigned:
+            if p.topic == CONSUMER_OFFSETS:
+                self.on_resignation(p.partition, p.leader_epoch)
 
     def on_election(self, partition: int, epoch: int) -> None:
         log.info(

@@ -296,12 +296,14 @@ class GroupMetadataManager:
         started = time.monotonic()
         state = LoadedState()
         name = f"{CONSUMER_OFFSETS}-{partition}"
+        source = self.topic.leader_log(partition)
+        if source is None:
+            log.warning("%s: not the leader any more; not loading it", name)
+            if self.loading.get(partition) == epoch:
+                del self.loading[partition]
+            return
         try:
-            source = self.topic.leader_log(partition)
-            if source is None:
-                log.warning("%s: no leader log to load from", name)
-            else:
-                await self._replay(source, state, name, partition, epoch)
+            await self._replay(source, state, name, partition, epoch)
         except Exception:
             log.exception("%s: loading groups and offsets failed", name)
         if self.loading.get(partition) != epoch:
