@@ -123,3 +123,11 @@ def fuzz_protocol(session: nox.Session) -> None:
     ]
     scale = {"GREGOR_FUZZ_SCALE": os.environ.get("GREGOR_FUZZ_SCALE", "50")}
     session.run("pytest", *tests, "--timeout=3600", *session.posargs, env=scale)
+
+
+@nox.session
+def bench_storage(session: nox.Session) -> None:
+    """gregor-storage against raw os.write / os.sendfile, lookups over 10,000 segments, and
+    recovery speed (--only append|read|lookup|recovery, --recovery-mib M)."""
+    install(session, "protocol", "storage")
+    session.run("python", "bench/bench_storage.py", *session.posargs)
