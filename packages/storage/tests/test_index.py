@@ -32,8 +32,8 @@ def test_offset_index_lookups(tmp_path: Path) -> None:
     assert index.lookup(10**9) == (1490, 4900)
     assert index.lookup_position(150) == (1020, 200)
     assert index.lookup_position(4901) is None
-    assert index.last_position_at_or_below(250) == 200
-    assert index.last_position_at_or_below(50) == 0
+    assert index.position_before(250) == 100  # the entry before the last one at or below
+    assert index.position_before(150) == 0
 
 
 def test_offset_index_rejects_bad_appends(tmp_path: Path) -> None:

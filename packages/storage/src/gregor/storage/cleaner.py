@@ -435,7 +435,7 @@ class Cleaner:
             self.throttler.throttle(len(out))
             written = read_batch_header(out)
             written_last = written.base_offset + written.last_offset_delta
-            dest.append(written_last, written.max_timestamp, written_last, out)
+            dest.append(written_last, written.max_timestamp, written_last, [out], len(out))
 
 
 def _retain(offset_map: OffsetMap, header: BatchHeader, record: Record, now_ms: int) -> bool:

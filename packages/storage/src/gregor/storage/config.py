@@ -191,18 +191,15 @@ class LogConfig:
     unclean_leader_election_enable: bool = False
     # Settings Kafka accepts that the storage engine keeps without acting on them.
     passthrough: Mapping[str, str] = attrs.field(factory=dict, eq=False)
+    # Derived once: the append path reads them on every call.
+    compact: bool = attrs.field(init=False, eq=False)
+    delete: bool = attrs.field(init=False, eq=False)
+    log_append_time: bool = attrs.field(init=False, eq=False)
 
-    @property
-    def compact(self) -> bool:
-        return CLEANUP_COMPACT in self.cleanup_policy
-
-    @property
-    def delete(self) -> bool:
-        return CLEANUP_DELETE in self.cleanup_policy
-
-    @property
-    def log_append_time(self) -> bool:
-        return self.message_timestamp_type == "LogAppendTime"
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "compact", CLEANUP_COMPACT in self.cleanup_policy)
+        object.__setattr__(self, "delete", CLEANUP_DELETE in self.cleanup_policy)
+        object.__setattr__(self, "log_append_time", self.message_timestamp_type == "LogAppendTime")
 
     @classmethod
     def from_properties(

@@ -60,6 +60,14 @@ class FileHandle:
         while written < len(data):
             written += os.pwrite(fd, memoryview(data)[written:], position + written)
 
+    def pwritev(
+        self, parts: list[bytes | bytearray | memoryview], position: int, size: int
+    ) -> None:
+        """Write `parts` (`size` bytes in all) one after the other from `position`."""
+        written = os.pwritev(self.fileno(), parts, position)
+        if written < size:  # a short write, rare: finish it
+            self.pwrite(b"".join(parts)[written:], position + written)
+
     def truncate(self, size: int) -> None:
         os.ftruncate(self.fileno(), size)
 

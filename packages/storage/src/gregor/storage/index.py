@@ -52,7 +52,9 @@ class _MappedIndex:
         self._handle: FileHandle | None = None
         self._mmap: mmap.mmap | None = None
         self._length = 0
+        self.max_entries = 0
         self.entries = 0
+        self._last_n = -1  # TimeIndex caches its last entry for this entry count
         self._open()
 
     # -- opening, sizing, closing ------------------------------------------------------------
@@ -79,6 +81,7 @@ class _MappedIndex:
             self.entries = self._count_entries()
 
     def _map(self, fd: int, *, writable: bool) -> None:
+        self.max_entries = self._length // self.entry_size
         if self._length == 0:
             self._mmap = None
         elif writable:
@@ -103,10 +106,6 @@ class _MappedIndex:
             else:
                 low = mid + 1
         return low
-
-    @property
-    def max_entries(self) -> int:
-        return self._length // self.entry_size
 
     def is_full(self) -> bool:
         return self.entries >= self.max_entries
@@ -200,6 +199,7 @@ class _MappedIndex:
     def reset(self) -> None:
         """Remove every entry and grow back to the max size (before a rebuild)."""
         self.entries = 0
+        self._last_n = -1
         if self.writable:
             self.resize(0)
             self.resize(self.max_index_size)
@@ -225,6 +225,7 @@ class _MappedIndex:
                 (self.entries - keep) * self.entry_size
             )
         self.entries = keep
+        self._last_n = -1
 
     def _buffer(self) -> mmap.mmap:
         buf = self._mmap
@@ -250,15 +251,21 @@ class OffsetIndex(_MappedIndex):
         return self.last_entry()[0]
 
     def append(self, offset: int, position: int) -> None:
-        relative = self.relative(offset)
-        if self.entries and offset <= self.last_offset:
+        relative = offset - self.base_offset
+        n = self.entries
+        if not 0 <= relative <= 0x7FFFFFFF:
+            raise IndexOffsetOverflowError(
+                f"offset {offset} does not fit in index {self.path} (base {self.base_offset})"
+            )
+        buf = self._buffer()
+        if n and relative <= _OFFSET_ENTRY.unpack_from(buf, (n - 1) * 8)[0]:
             raise CorruptIndexError(
                 f"offset {offset} is not after the last entry {self.last_offset} of {self.path}"
             )
-        if self.is_full():
+        if n >= self.max_entries:
             raise CorruptIndexError(f"{self.path} is full")
-        _OFFSET_ENTRY.pack_into(self._buffer(), self.entries * 8, relative, position)
-        self.entries += 1
+        _OFFSET_ENTRY.pack_into(buf, n * 8, relative, position)
+        self.entries = n + 1
 
     def _slot_at_or_below(self, offset: int) -> int:
         """The last entry with offset <= `offset`, or -1."""
@@ -300,8 +307,12 @@ class OffsetIndex(_MappedIndex):
                 high = mid
         return self.entry(low) if low < n else None
 
-    def last_position_at_or_below(self, position: int) -> int:
-        """The position of the last entry at or before `position`, else 0."""
+    def position_before(self, position: int) -> int:
+        """The position of the entry before the last one at or below `position`, else 0.
+
+        The batch there ends at or before `position`, so a scan from it reads at least one
+        whole batch: the one that ends where the next read will start.
+        """
         n = self.entries
         if n == 0:
             return 0
@@ -314,7 +325,7 @@ class OffsetIndex(_MappedIndex):
                 low = mid + 1
             else:
                 high = mid
-        return unpack(buf, (low - 1) * 8)[1] if low else 0
+        return unpack(buf, (low - 2) * 8)[1] if low >= 2 else 0
 
     def truncate_to(self, offset: int) -> None:
         """Remove the entries for offsets at or after `offset`."""
@@ -348,8 +359,15 @@ class TimeIndex(_MappedIndex):
         timestamp, relative = _TIME_ENTRY.unpack_from(self._buffer(), n * 12)
         return timestamp, self.base_offset + relative
 
+    _last: tuple[int, int] = (-1, -1)
+
     def last_entry(self) -> tuple[int, int]:
-        return self.entry(self.entries - 1) if self.entries else (-1, self.base_offset)
+        n = self.entries
+        if n == 0:
+            return -1, self.base_offset
+        if self._last_n != n:
+            self._last, self._last_n = self.entry(n - 1), n
+        return self._last
 
     def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> None:
         """Add an entry when `timestamp` is larger than the last one."""
@@ -366,6 +384,7 @@ class TimeIndex(_MappedIndex):
             return  # no room at all: a trimmed index that was never grown again
         _TIME_ENTRY.pack_into(self._buffer(), self.entries * 12, timestamp, self.relative(offset))
         self.entries += 1
+        self._last, self._last_n = (timestamp, offset), self.entries
 
     def lookup(self, timestamp: int) -> tuple[int, int]:
         """The last entry with a timestamp at or before `timestamp`, else (-1, base)."""

@@ -43,7 +43,7 @@ from gregor.protocol.records import (
 )
 from gregor.storage.batches import scan_headers
 from gregor.storage.checkpoints import write_partition_metadata
-from gregor.storage.config import LogConfig
+from gregor.storage.config import LONG_MAX, LogConfig
 from gregor.storage.deletion import DeletionQueue
 from gregor.storage.epoch_cache import LeaderEpochCache
 from gregor.storage.files import EMPTY_SLICE, FileSlice
@@ -78,6 +78,9 @@ Clock = Callable[[], int]
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+_CONTROL_OR_TRANSACTIONAL = 0x30  # batch attribute bits: checked together on the hot path
 
 
 class UnexpectedAppendOffsetError(UnknownServerError):
@@ -240,51 +243,66 @@ class Log:
         TransactionCoordinatorFenced). A duplicate of one of a producer's last five batches is
         not written again; its original offsets are returned with `duplicate=True`.
         """
-        buf = records if isinstance(records, bytearray) else bytearray(records)
-        headers = self._validate_batches(buf, origin, strict=True)
+        headers = self._validate_batches(records, origin, strict=True)
         if not headers:
             return self._empty_append_info()
+        config = self.config
         now = self.clock()
-        append_time = now if self.config.log_append_time else NO_TIMESTAMP
-        if self.config.compact:
-            self._check_keys(buf, headers)
-        if not self.config.log_append_time:
+        if config.compact:
+            self._check_keys(records, headers)
+        append_time = now if config.log_append_time else NO_TIMESTAMP
+        if append_time == NO_TIMESTAMP and (
+            config.message_timestamp_before_max_ms < LONG_MAX
+            or config.message_timestamp_after_max_ms < LONG_MAX
+        ):
             self._check_timestamps(headers, now)
+        view = memoryview(records)
         with self._lock:
             if self.offline:
                 raise KafkaStorageError(f"{self.name} is in an offline log directory")
-            offset = first_offset = self._leo
+            offset = self._leo
             max_ts, offset_of_max = NO_TIMESTAMP, -1
-            assigned: list[tuple[int, BatchHeader]] = []
+            parts: list[bytes | bytearray | memoryview] = []
+            bases: list[int] = []
             for pos, header in headers:
-                patch_base_offset(buf, pos, offset)
-                patch_leader_epoch(buf, pos, leader_epoch)
-                if append_time != NO_TIMESTAMP:
-                    patch_log_append_time(buf, pos, append_time)
-                if header.producer_id >= 0 or append_time != NO_TIMESTAMP:
-                    # Producer state and timestamps need the header as it now is; plain
-                    # batches skip the second parse.
-                    header = read_batch_header(buf, pos)
-                assigned.append((pos, header))
+                end = pos + header.batch_length + 12
+                if append_time == NO_TIMESTAMP:
+                    # Only the 61-byte header is copied and patched; the records are written
+                    # from the caller's buffer as they are (the CRC does not cover the patch).
+                    head = bytearray(view[pos : pos + BATCH_HEADER_SIZE])
+                    patch_base_offset(head, 0, offset)
+                    patch_leader_epoch(head, 0, leader_epoch)
+                    parts.append(head)
+                    parts.append(view[pos + BATCH_HEADER_SIZE : end])
+                    batch_max = header.max_timestamp
+                else:
+                    batch = bytearray(view[pos:end])
+                    patch_base_offset(batch, 0, offset)
+                    patch_leader_epoch(batch, 0, leader_epoch)
+                    patch_log_append_time(batch, 0, append_time)  # re-CRCs the batch
+                    parts.append(batch)
+                    batch_max = append_time
+                bases.append(offset)
                 offset += header.last_offset_delta + 1
-                if header.max_timestamp > max_ts:
-                    max_ts, offset_of_max = header.max_timestamp, offset - 1
+                if batch_max > max_ts:
+                    max_ts, offset_of_max = batch_max, offset - 1
             return self._append_locked(
-                buf,
-                assigned,
-                first_offset,
+                parts,
+                view,
+                headers,
+                bases,
                 offset - 1,
                 max_ts,
                 offset_of_max,
                 append_time,
                 origin,
                 leader_epoch,
+                now,
             )
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
         """Append a leader's batches with the offsets and epochs they carry."""
-        buf = records if isinstance(records, bytes | bytearray) else bytes(records)
-        headers = self._validate_batches(buf, AppendOrigin.REPLICATION, strict=False)
+        headers = self._validate_batches(records, AppendOrigin.REPLICATION, strict=False)
         if not headers:
             return self._empty_append_info()
         previous = -1
@@ -301,7 +319,7 @@ class Log:
                 max_ts, offset_of_max = header.max_timestamp, last
         first_header = headers[0][1]
         end = headers[-1][0] + headers[-1][1].batch_length + 12
-        data = buf if end == len(buf) else buf[:end]
+        view = memoryview(records)
         with self._lock:
             if self.offline:
                 raise KafkaStorageError(f"{self.name} is in an offline log directory")
@@ -311,22 +329,24 @@ class Log:
                     f"below the log end offset {self._leo}"
                 )
             return self._append_locked(
-                data,
+                [view[:end]],
+                view,
                 headers,
-                first_header.base_offset,
+                [h.base_offset for _p, h in headers],
                 previous,
                 max_ts,
                 offset_of_max,
                 NO_TIMESTAMP,
                 AppendOrigin.REPLICATION,
                 None,
+                self.clock(),
             )
 
     def _empty_append_info(self) -> AppendInfo:
         return AppendInfo(-1, -1, NO_TIMESTAMP, -1, NO_TIMESTAMP, self._log_start_offset, 0, 0)
 
     def _validate_batches(
-        self, buf: bytes | bytearray, origin: AppendOrigin, *, strict: bool
+        self, buf: bytes | bytearray | memoryview, origin: AppendOrigin, *, strict: bool
     ) -> list[tuple[int, BatchHeader]]:
         """Headers of the batches in `buf`, each checked for magic, size and CRC."""
         limit = self.config.max_message_bytes
@@ -355,7 +375,11 @@ class Log:
                     f"over the maximum of {limit} (max.message.bytes)"
                 )
             verify_crc(buf, pos, header)
-            if origin is AppendOrigin.CLIENT:
+            if origin is AppendOrigin.CLIENT and (
+                header.base_offset
+                or header.attributes & _CONTROL_OR_TRANSACTIONAL
+                or header.last_offset_delta != header.records_count - 1
+            ):
                 self._check_client_batch(header)
             headers.append((pos, header))
             pos += batch_size
@@ -378,14 +402,14 @@ class Log:
             )
         if header.is_transactional and header.producer_id < 0:
             raise InvalidRecordError(f"a transactional batch needs a producer id ({self.name})")
+        if header.records_count == 0:
+            raise InvalidRecordError(f"an empty batch cannot be produced ({self.name})")
 
     def _check_timestamps(self, headers: list[tuple[int, BatchHeader]], now: int) -> None:
         # Kafka checks each record; the first and the largest timestamp bound them closely
         # enough without decoding records.
         before = self.config.message_timestamp_before_max_ms
         after = self.config.message_timestamp_after_max_ms
-        if before >= 2**62 and after >= 2**62:
-            return
         for _pos, header in headers:
             for ts in (header.base_timestamp, header.max_timestamp):
                 if ts >= 0 and (now - ts > before or ts - now > after):
@@ -395,7 +419,9 @@ class Log:
                         f"message.timestamp.after.max.ms {after})"
                     )
 
-    def _check_keys(self, buf: bytes | bytearray, headers: list[tuple[int, BatchHeader]]) -> None:
+    def _check_keys(
+        self, buf: bytes | bytearray | memoryview, headers: list[tuple[int, BatchHeader]]
+    ) -> None:
         for pos, header in headers:
             if header.is_control:
                 continue
@@ -408,17 +434,22 @@ class Log:
 
     def _append_locked(
         self,
-        data: bytes | bytearray,
+        parts: list[bytes | bytearray | memoryview],
+        view: memoryview,
         headers: list[tuple[int, BatchHeader]],
-        first_offset: int,
+        bases: list[int],
         last_offset: int,
         max_ts: int,
         offset_of_max: int,
         append_time: int,
         origin: AppendOrigin,
         leader_epoch: int | None,
+        now: int,
     ) -> AppendInfo:
-        size = len(data)
+        """Check producer state, roll if needed, write, and update the log's state."""
+        first_offset = bases[0]
+        last_pos, last_header = headers[-1]
+        size = last_pos + last_header.batch_length + 12 - headers[0][0]
         if size > self.config.segment_bytes:
             raise RecordListTooLargeError(
                 f"append of {size} bytes to {self.name} exceeds the segment size "
@@ -427,29 +458,28 @@ class Log:
         producer_state = self.producer_state
         updates: dict[int, ProducerAppendInfo] = {}
         completed: list[CompletedTxn] = []
-        for pos, header in headers:
-            if header.producer_id < 0:
+        for (pos, header), base in zip(headers, bases, strict=True):
+            producer_id = header.producer_id
+            if producer_id < 0:
                 continue
             if origin is AppendOrigin.CLIENT:
-                entry = producer_state.producers.get(header.producer_id)
+                entry = producer_state.producers.get(producer_id)
                 duplicate = entry.find_duplicate(header) if entry is not None else None
                 if duplicate is not None:
                     return self._duplicate_info(duplicate, header)
-            info = updates.get(header.producer_id)
+            info = updates.get(producer_id)
             if info is None:
-                info = updates[header.producer_id] = producer_state.prepare_update(
-                    header.producer_id, origin
-                )
-            batch_data = (
-                memoryview(data)[pos : pos + header.batch_length + 12]
-                if header.is_control
-                else None
-            )
-            done = info.append(header, batch_data)
+                info = updates[producer_id] = producer_state.prepare_update(producer_id, origin)
+            control = view[pos : pos + header.batch_length + 12] if header.is_control else None
+            done = info.append(header, control, base)
             if done is not None:
                 completed.append(done)
         try:
-            segment = self._maybe_roll(size, max_ts, first_offset, last_offset)
+            segment = self.segments.active
+            if segment.should_roll(
+                now_ms=now, append_size=size, max_timestamp=max_ts, max_offset=last_offset
+            ):
+                segment = self._roll(first_offset)
             if leader_epoch is not None:
                 if leader_epoch >= 0:
                     self.epoch_cache.assign(leader_epoch, first_offset)
@@ -457,27 +487,29 @@ class Log:
                 for _pos, header in headers:
                     if header.partition_leader_epoch >= 0:
                         self.epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
-            segment.append(last_offset, max_ts, offset_of_max, data)
+            segment.append(last_offset, max_ts, offset_of_max, parts, size)
             self._leo = last_offset + 1
-            for info in updates.values():
-                producer_state.update(info)
-            for txn in completed:
-                lso = producer_state.last_stable_offset_after(txn)
-                if txn.is_aborted:
-                    segment.append_aborted_txn(
-                        AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso)
-                    )
-                producer_state.complete_txn(txn)
+            if updates:
+                for info in updates.values():
+                    producer_state.update(info)
+                for txn in completed:
+                    lso = producer_state.last_stable_offset_after(txn)
+                    if txn.is_aborted:
+                        segment.append_aborted_txn(
+                            AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso)
+                        )
+                    producer_state.complete_txn(txn)
+                self._update_first_unstable()
         except OSError as exc:
             raise self._storage_error("append", exc) from exc
         producer_state.map_end_offset = last_offset + 1
-        if updates:
-            self._update_first_unstable()
         if self._leo - self.recovery_point >= self.config.flush_messages:
             self._request_flush()
-        last_epoch = (
-            leader_epoch if leader_epoch is not None else headers[-1][1].partition_leader_epoch
-        )
+        if leader_epoch is None:
+            leader_epoch = last_header.partition_leader_epoch
+        count = last_header.records_count
+        if len(headers) > 1:
+            count = sum(h.records_count for _p, h in headers)
         return AppendInfo(
             first_offset,
             last_offset,
@@ -486,8 +518,8 @@ class Log:
             append_time,
             self._log_start_offset,
             size,
-            sum(h.records_count for _p, h in headers),
-            last_epoch if last_epoch >= 0 else None,
+            count,
+            leader_epoch if leader_epoch >= 0 else None,
         )
 
     def _duplicate_info(self, duplicate: BatchMetadata, header: BatchHeader) -> AppendInfo:
@@ -504,17 +536,6 @@ class Log:
         )
 
     # -- rolling -----------------------------------------------------------------------------
-
-    def _maybe_roll(
-        self, size: int, max_ts: int, first_offset: int, last_offset: int
-    ) -> LogSegment:
-        segment = self.segments.active
-        now = self.clock()
-        if segment.should_roll(
-            now_ms=now, append_size=size, max_timestamp=max_ts, max_offset=last_offset
-        ):
-            return self._roll(first_offset)
-        return segment
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at the log end offset (or the given later offset)."""

@@ -199,8 +199,9 @@ class ProducerAppendInfo:
             )
 
     def append_data(self, header: BatchHeader, first_offset: int) -> None:
+        """A data batch whose first offset is `first_offset` (the header's may not be set yet)."""
         epoch = header.producer_epoch
-        last_offset = header.base_offset + header.last_offset_delta
+        last_offset = first_offset + header.last_offset_delta
         self._check_epoch(epoch, first_offset)
         if self.origin is AppendOrigin.CLIENT:
             self._check_sequence(epoch, header.base_sequence, first_offset)
@@ -249,8 +250,12 @@ class ProducerAppendInfo:
         updated.last_timestamp = ts
         return completed
 
-    def append(self, header: BatchHeader, data: memoryview | bytes | None) -> CompletedTxn | None:
-        """Validate and record one batch (`data` is needed for control batches only)."""
+    def append(
+        self, header: BatchHeader, data: memoryview | bytes | None, base_offset: int | None = None
+    ) -> CompletedTxn | None:
+        """Validate and record one batch at `base_offset` (default: the header's); `data`, the
+        whole batch, is needed for control batches only."""
+        offset = header.base_offset if base_offset is None else base_offset
         if header.is_control:
             if header.records_count == 0 or data is None:
                 return None  # an empty control batch: its transaction was cleaned away
@@ -259,10 +264,10 @@ class ProducerAppendInfo:
                 header.producer_epoch,
                 marker.type,
                 marker.coordinator_epoch,
-                header.base_offset,
+                offset,
                 header.max_timestamp,
             )
-        self.append_data(header, header.base_offset)
+        self.append_data(header, offset)
         return None
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from typing import Final
+from typing import Final, NamedTuple
 
 import attrs
 
@@ -26,9 +26,11 @@ class FetchIsolation(enum.Enum):
     TXN_COMMITTED = "txn_committed"  # read_committed consumers: up to the last stable offset
 
 
-@attrs.frozen(slots=True)
-class AppendInfo:
-    """The outcome of an append. A duplicate batch reports its original offsets."""
+class AppendInfo(NamedTuple):
+    """The outcome of an append. A duplicate batch reports its original offsets.
+
+    A named tuple rather than an attrs class: one is made per append, on the hot path.
+    """
 
     first_offset: int
     last_offset: int
@@ -42,8 +44,7 @@ class AppendInfo:
     duplicate: bool = False
 
 
-@attrs.frozen(slots=True)
-class FetchDataInfo:
+class FetchDataInfo(NamedTuple):
     """A read: the records (a file slice for `os.sendfile`) and what a Fetch response needs."""
 
     records: FileSlice

@@ -76,6 +76,8 @@ class LogSegment:
         self._bytes_since_index = 0
         self._max_timestamp: tuple[int, int] | None = None  # (timestamp, offset), lazily read
         self._rolling_timestamp: int | None = None  # the first batch's max timestamp
+        # (offset, position) where the last read ended: where the next one likely starts.
+        self._read_hint: tuple[int, int] | None = None
         if new:
             self._log = FileHandle(self.log_path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
             if active and config.preallocate:
@@ -188,23 +190,31 @@ class LogSegment:
     def should_roll(
         self, *, now_ms: int, append_size: int, max_timestamp: int, max_offset: int
     ) -> bool:
+        """Whether an append of `append_size` bytes must go to a new segment: the size, the age
+        (`segment.ms` from the first batch's timestamp), full indexes, or relative offsets
+        that would overflow 32 bits."""
         config = self.config
         size = self._size
         if size > config.segment_bytes - append_size:
             return True
-        segment_ms = config.segment_ms
-        if config.compact:
-            # A compacted log rolls in time for max.compaction.lag.ms: the active segment
-            # is never cleaned.
-            segment_ms = min(segment_ms, config.max_compaction_lag_ms)
-        if size > 0 and (
-            self.time_waited_for_roll(now_ms, max_timestamp) > segment_ms - self.roll_jitter_ms
-        ):
-            return True
+        if size > 0:
+            segment_ms = config.segment_ms
+            if config.compact:
+                # A compacted log rolls in time for max.compaction.lag.ms: the active
+                # segment is never cleaned.
+                segment_ms = min(segment_ms, config.max_compaction_lag_ms)
+            first = self._rolling_timestamp
+            if first is None:
+                first = self.first_batch_timestamp()
+            waited = max_timestamp - first if first >= 0 else now_ms - self.created_ms
+            if waited > segment_ms - self.roll_jitter_ms:
+                return True
+        offsets = self._offset_index or self.offset_index
+        times = self._time_index or self.time_index
         return (
-            self.offset_index.is_full()
-            or self.time_index.is_full()
-            or not self.offset_index.can_append_offset(max_offset)
+            offsets.entries >= offsets.max_entries
+            or times.entries >= times.max_entries - 1
+            or max_offset - self.base_offset > 0x7FFFFFFF
         )
 
     # -- append ----------------------------------------------------------------------------
@@ -214,10 +224,11 @@ class LogSegment:
         largest_offset: int,
         largest_timestamp: int,
         offset_of_max_timestamp: int,
-        data: bytes | bytearray | memoryview,
+        parts: list[bytes | bytearray | memoryview],
+        size: int,
     ) -> None:
-        """Write batches whose offsets are already set; index them every interval."""
-        size = len(data)
+        """Write batches (`parts`, `size` bytes) whose offsets are already set, and index them
+        every `index.interval.bytes`."""
         if not size:
             return
         position = self._size
@@ -227,14 +238,14 @@ class LogSegment:
             )
         if position == 0:
             self._rolling_timestamp = largest_timestamp
-        self.file().pwrite(data, position)
+        (self._log or self.file()).pwritev(parts, position, size)
         self._size = position + size
-        entry = self._max_timestamp_entry()
+        entry = self._max_timestamp or self._max_timestamp_entry()
         if largest_timestamp > entry[0]:
             entry = self._max_timestamp = (largest_timestamp, offset_of_max_timestamp)
         if self._bytes_since_index > self.config.index_interval_bytes:
-            self.offset_index.append(largest_offset, position)
-            self.time_index.maybe_append(entry[0], entry[1])
+            (self._offset_index or self.offset_index).append(largest_offset, position)
+            (self._time_index or self.time_index).maybe_append(entry[0], entry[1])
             self._bytes_since_index = 0
         self._bytes_since_index += size
 
@@ -253,42 +264,56 @@ class LogSegment:
                 return pos, header
         return None
 
-    def batch_end_within(self, start: int, limit: int) -> int:
-        """The end of the last whole batch that starts at or after `start` and ends by `limit`.
+    def batch_end_within(self, start: int, limit: int) -> tuple[int, int | None]:
+        """The end of the last whole batch that starts at or after `start` and ends by `limit`,
+        and the offset after that batch when it had to be read (else None).
 
-        `start` is a batch boundary; the result is `start` when not even one batch fits.
+        `start` is a batch boundary; the end is `start` when not even one batch fits.
         """
         limit = min(limit, self._size)
         if limit <= start:
-            return start
+            return start, None
         if limit == self._size:
-            return limit
-        position = max(self.offset_index.last_position_at_or_below(limit), start)
-        end = position
+            return limit, None
+        position = max(self.offset_index.position_before(limit), start)
+        end, next_offset = position, None
         for pos, header in scan_headers(self.file(), position, limit):
             end = pos + header.batch_length + 12
-        return end
+            next_offset = header.base_offset + header.last_offset_delta + 1
+        return end, next_offset
 
     def read(
         self, start_offset: int, max_size: int, max_position: int | None, min_one_batch: bool
     ) -> tuple[FileSlice, int, int] | None:
         """A slice of whole batches from the batch holding `start_offset`, or None past the end.
 
-        Returns (slice, start position, size of the first batch). The slice ends at
-        `max_position` at most and holds at most `max_size` bytes, except that the first batch
-        is whole even when larger, with `min_one_batch` (KIP-74).
+        Returns (slice, start position, size of the first batch, or -1 when it was not
+        needed). The slice ends at `max_position` at most and holds at most `max_size` bytes,
+        except that the first batch is whole even when larger, with `min_one_batch` (KIP-74).
         """
-        found = self.translate_offset(start_offset)
-        if found is None:
-            return None
-        position, header = found
-        first_size = header.batch_length + 12
-        budget = max(max_size, first_size) if min_one_batch else max_size
-        if budget <= 0 or max_position is None or max_position <= position:
+        hint = self._read_hint
+        first_size = -1
+        if hint is not None and hint[0] == start_offset and hint[1] < self._size:
+            # A consumer reading on from where its last fetch ended: no lookup needed.
+            position = hint[1]
+        else:
+            found = self.translate_offset(start_offset)
+            if found is None:
+                return None
+            position = found[0]
+            first_size = found[1].batch_length + 12
+        if max_position is None or max_position <= position:
             return EMPTY_SLICE, position, first_size
-        end = self.batch_end_within(position, min(max_position, position + budget))
-        if end == position:
-            return EMPTY_SLICE, position, first_size
+        end, next_offset = self.batch_end_within(position, min(max_position, position + max_size))
+        if end == position:  # the first batch alone is larger than max_size
+            if first_size < 0:
+                found = self.translate_offset(start_offset, position)
+                first_size = found[1].batch_length + 12 if found is not None else 0
+            if not min_one_batch or first_size <= 0:
+                return EMPTY_SLICE, position, first_size
+            end = position + first_size
+        elif next_offset is not None:
+            self._read_hint = (next_offset, end)
         return FileSlice(self.file(), position, end - position), position, first_size
 
     def read_next_offset(self) -> int:
@@ -378,6 +403,7 @@ class LogSegment:
             )
             handle.truncate(valid)
         self._size = valid
+        self._read_hint = None
         self._max_timestamp = (max_ts, offset_of_max)
         time_index.maybe_append(max_ts, offset_of_max, skip_full_check=True)
         self._bytes_since_index = valid - last_index_entry if valid else 0
@@ -397,6 +423,7 @@ class LogSegment:
         if found is None:
             return 0
         position = found[0]
+        self._read_hint = None
         removed = self._size - position
         self.file().truncate(position)
         self._size = position
