@@ -1,1 +1,40 @@
-"""gregor-client: Kafka producer, consumer and admin client, sync and async."""
+"""gregor-client: Kafka producer, consumer and admin client, sync and async.
+
+    from gregor.client import Producer, Consumer, AdminClient
+    from gregor.client import AsyncProducer, AsyncConsumer, AsyncAdminClient
+
+Each takes a config dict with Kafka's property names. The sync clients run their I/O on a
+background thread; the async ones run natively under trio, and serve asyncio through a
+thread-safe bridge.
+"""
+
+from gregor.client.admin import AdminClient, NewTopic
+from gregor.client.admin.aio import AsyncAdminClient
+from gregor.client.config import ConfigError
+from gregor.client.consumer import Consumer, ConsumerRecord
+from gregor.client.consumer.aio import AsyncConsumer
+from gregor.client.producer import Producer, RecordFuture
+from gregor.client.producer.aio import AsyncProducer
+from gregor.client.types import (
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+    RecordMetadata,
+    TopicPartition,
+)
+
+__all__ = [
+    "AdminClient",
+    "AsyncAdminClient",
+    "AsyncConsumer",
+    "AsyncProducer",
+    "ConfigError",
+    "Consumer",
+    "ConsumerRecord",
+    "NewTopic",
+    "OffsetAndMetadata",
+    "OffsetAndTimestamp",
+    "Producer",
+    "RecordFuture",
+    "RecordMetadata",
+    "TopicPartition",
+]

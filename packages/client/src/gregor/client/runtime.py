@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import math
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
@@ -104,6 +105,15 @@ class IOThread:
         except trio.RunFinishedError:
             raise ClientClosedError(f"{self.name} stopped" + self._why()) from None
 
+    def spawn(self, fn: Callable[..., Awaitable[object]], *args: Any) -> None:
+        """Start `fn(*args)` as a background task on the loop, without waiting."""
+
+        def start() -> None:
+            if self._nursery is not None:
+                self._nursery.start_soon(fn, *args)
+
+        self.call_soon(start)
+
     def call_async(self, fn: Callable[..., Awaitable[T]], *args: Any) -> asyncio.Future[T]:
         """Run `fn(*args)` on the loop as a task; its result arrives in an asyncio future of
         the running asyncio loop."""
@@ -127,11 +137,7 @@ class IOThread:
             else:
                 loop.call_soon_threadsafe(settle, lambda: result)
 
-        def spawn() -> None:
-            assert self._nursery is not None
-            self._nursery.start_soon(task)
-
-        self.call_soon(spawn)
+        self.spawn(task)
         return future
 
     def stop(self, timeout: float | None = None) -> None:
@@ -165,6 +171,162 @@ def blocking(method: Callable[Concatenate[C, P], Awaitable[T]]) -> Callable[Conc
 
     def call(self: BlockingFacade, /, *args: P.args, **kwargs: P.kwargs) -> T:
         return self._io.call(functools.partial(method, self._core, *args, **kwargs))
+
+    functools.update_wrapper(call, method)
+    return call
+
+
+def current_library() -> str:
+    """ "trio" or "asyncio": which event loop the caller runs on."""
+    try:
+        trio.lowlevel.current_trio_token()
+    except RuntimeError:
+        pass
+    else:
+        return "trio"
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        raise RuntimeError("the async clients run under trio or asyncio") from None
+    return "asyncio"
+
+
+class Signal:
+    """Set from the client's I/O side (any thread), awaited on the caller's event loop."""
+
+    def __init__(self, library: str) -> None:
+        self.library = library
+        if library == "trio":
+            self._trio = trio.Event()
+            self._token = trio.lowlevel.current_trio_token()
+        else:
+            self._loop = asyncio.get_running_loop()
+            self._asyncio = asyncio.Event()
+
+    def set(self) -> None:
+        if self.library == "trio":
+            try:
+                in_loop = trio.lowlevel.current_trio_token() is self._token
+            except RuntimeError:
+                in_loop = False
+            if in_loop:
+                self._trio.set()
+            else:
+                try:
+                    self._token.run_sync_soon(self._trio.set)
+                except trio.RunFinishedError:
+                    pass
+        elif self._loop.is_closed():
+            return
+        else:
+            try:
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if running is self._loop:
+                self._asyncio.set()
+            else:
+                self._loop.call_soon_threadsafe(self._asyncio.set)
+
+    def clear(self) -> None:
+        if self.library == "trio":
+            if self._trio.is_set():
+                self._trio = trio.Event()
+        else:
+            self._asyncio.clear()
+
+    async def wait(self, timeout: float | None) -> bool:
+        """True when set within `timeout` seconds (None: no limit)."""
+        if self.library == "trio":
+            with trio.move_on_after(math.inf if timeout is None else timeout):
+                await self._trio.wait()
+                return True
+            return False
+        try:
+            await asyncio.wait_for(self._asyncio.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+
+class AsyncBridge:
+    """Where an async client's core runs: in the caller's trio loop (a nursery the client
+    owns), or, for asyncio callers, on an I/O thread with results handed back through
+    thread-safe futures."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.library = ""
+        self._io: IOThread | None = None
+        self._nursery_manager: Any = None
+        self._nursery: trio.Nursery | None = None
+        self.in_context = False  # started by `async with`: the nursery ends with the block
+
+    @property
+    def io(self) -> IOThread | None:
+        return self._io
+
+    async def start(self, service: Service) -> None:
+        self.library = current_library()
+        if self.library == "trio":
+            self._nursery_manager = trio.open_nursery()
+            self._nursery = await self._nursery_manager.__aenter__()
+            try:
+                await self._nursery.start(service)
+            except BaseException as exc:
+                await self._nursery_manager.__aexit__(type(exc), exc, exc.__traceback__)
+                raise
+        else:
+            self._io = IOThread(self.name)
+            await asyncio.get_running_loop().run_in_executor(None, self._io.start, service)
+
+    async def stop(self, *, leaving_context: bool = False) -> None:
+        """Stop the core. Under trio, a client used as `async with` keeps its nursery open
+        until the block ends (closing it inside the block must not unwind scopes the block
+        opened since): the nursery is cancelled now and left at `__aexit__`."""
+        if self._nursery is not None:
+            self._nursery.cancel_scope.cancel()
+            if self.in_context and not leaving_context:
+                return
+            manager, self._nursery, self._nursery_manager = self._nursery_manager, None, None
+            await manager.__aexit__(None, None, None)
+        if self._io is not None:
+            io, self._io = self._io, None
+            await asyncio.get_running_loop().run_in_executor(None, io.stop)
+
+    async def call(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """Run a core coroutine where the core lives, and return its result here."""
+        if self._io is not None:
+            return await self._io.call_async(fn, *args)
+        if self._nursery is None or self._nursery.cancel_scope.cancel_called:
+            raise ClientClosedError(f"{self.name} is not running (use `async with`)")
+        return await fn(*args)
+
+    def spawn(self, fn: Callable[..., Awaitable[None]], *args: Any) -> None:
+        """Start a core coroutine in the background (fire and forget)."""
+        if self._io is not None:
+            self._io.spawn(fn, *args)
+        elif self._nursery is not None:
+            self._nursery.start_soon(fn, *args)
+
+    def signal(self) -> Signal:
+        return Signal(self.library)
+
+
+class AsyncFacade(Protocol):
+    """An async wrapper: a core whose async methods run through an AsyncBridge."""
+
+    _bridge: AsyncBridge
+    _core: Any
+
+
+def awaiting(
+    method: Callable[Concatenate[C, P], Awaitable[T]],
+) -> Callable[Concatenate[Any, P], Awaitable[T]]:
+    """The async form of a core's method, for trio and asyncio callers alike."""
+
+    async def call(self: AsyncFacade, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self._bridge.call(functools.partial(method, self._core, *args, **kwargs))
 
     functools.update_wrapper(call, method)
     return call

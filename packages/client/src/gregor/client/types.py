@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import NamedTuple
 
 
@@ -42,3 +43,15 @@ class OffsetAndTimestamp(NamedTuple):
     offset: int
     timestamp: int
     leader_epoch: int | None = None
+
+
+def as_offsets(
+    offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | Mapping[tuple[str, int], int],
+) -> dict[TopicPartition, OffsetAndMetadata]:
+    """Offsets to commit, given as OffsetAndMetadata or plain offsets."""
+    return {
+        TopicPartition(*tp): meta
+        if isinstance(meta, OffsetAndMetadata)
+        else OffsetAndMetadata(meta)
+        for tp, meta in offsets.items()
+    }

@@ -40,7 +40,12 @@ from gregor.client.consumer.subscription import (
 from gregor.client.network import NetworkClient
 from gregor.client.offsets import EARLIEST, LATEST, list_offsets
 from gregor.client.serialization import deserializer
-from gregor.client.types import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from gregor.client.types import (
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+    TopicPartition,
+    as_offsets,
+)
 from gregor.protocol.errors import InvalidGroupIdError, KafkaError, OffsetOutOfRangeError
 
 log = logging.getLogger(__name__)
@@ -352,35 +357,84 @@ class ConsumerCore:
     def has_records(self) -> bool:
         return self._current is not None or self.buffer.has_data()
 
-    # -- lookups (I/O side) ----------------------------------------------------------------
+    # -- lookups and commits (I/O side; the wrappers expose these) -------------------------
+
+    def _timeout(self, timeout: float | None) -> float:
+        return self.api_timeout if timeout is None else timeout
+
+    def _group(self, what: str) -> ConsumerCoordinator:
+        if self.coordinator is None:
+            raise InvalidGroupIdError(f"{what} needs a group.id")
+        return self.coordinator
+
+    async def commit_offsets(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        """Commit offsets (default: the positions of everything handed out so far)."""
+        coordinator = self._group("commit()")
+        to_commit = as_offsets(offsets) if offsets is not None else self.positions_to_commit()
+        await coordinator.commit(to_commit, self._timeout(timeout))
+
+    async def committed(
+        self, partitions: Iterable[TopicPartition], timeout: float | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offsets of these partitions (None: no commit)."""
+        wanted = [TopicPartition(*tp) for tp in partitions]
+        return await self._group("committed()").committed(wanted, self._timeout(timeout))
+
+    async def position(self, partition: TopicPartition, timeout: float | None = None) -> int:
+        """The offset of the next record handed out from this partition."""
+        tp = TopicPartition(*partition)
+        if self.subscriptions.state(tp).position is None:
+            await self.update_positions(self._timeout(timeout))
+        position = self.subscriptions.state(tp).position
+        if position is None:
+            raise OffsetOutOfRangeError(f"no position for {tp}")
+        return position
 
     async def offsets_for_times(
-        self, timestamps: Mapping[TopicPartition, int], timeout: float
+        self, timestamps: Mapping[TopicPartition, int], timeout: float | None = None
     ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """The first offset at or after each timestamp (None: no record that recent)."""
+        wanted = {TopicPartition(*tp): ts for tp, ts in timestamps.items()}
         return await list_offsets(
-            self.client, timestamps, timeout, read_committed=self.read_committed
+            self.client, wanted, self._timeout(timeout), read_committed=self.read_committed
         )
 
-    async def log_ends(
-        self, partitions: Sequence[TopicPartition], timestamp: int, timeout: float
+    async def beginning_offsets(
+        self, partitions: Iterable[TopicPartition], timeout: float | None = None
+    ) -> dict[TopicPartition, int]:
+        return await self._log_ends(partitions, EARLIEST, timeout)
+
+    async def end_offsets(
+        self, partitions: Iterable[TopicPartition], timeout: float | None = None
+    ) -> dict[TopicPartition, int]:
+        """The log end offsets (the last stable offsets with read_committed)."""
+        return await self._log_ends(partitions, LATEST, timeout)
+
+    async def _log_ends(
+        self, partitions: Iterable[TopicPartition], timestamp: int, timeout: float | None
     ) -> dict[TopicPartition, int]:
         found = await list_offsets(
             self.client,
-            dict.fromkeys(partitions, timestamp),
-            timeout,
+            {TopicPartition(*tp): timestamp for tp in partitions},
+            self._timeout(timeout),
             read_committed=self.read_committed,
         )
         return {tp: answer.offset for tp, answer in found.items() if answer is not None}
 
-    async def partitions_for(self, topic: str, timeout: float) -> list[int]:
-        cluster = await self.client.wait_for_topic(topic, timeout)
+    async def partitions_for(self, topic: str, timeout: float | None = None) -> list[int]:
+        cluster = await self.client.wait_for_topic(topic, self._timeout(timeout))
         return [p.partition for p in cluster.partitions_for(topic)]
 
-    async def list_topics(self, timeout: float) -> dict[str, list[int]]:
+    async def list_topics(self, timeout: float | None = None) -> dict[str, list[int]]:
+        """Every topic of the cluster with its partitions."""
         topics = self.client.topics
         self.client.set_topics(None)
         try:
-            cluster = await self.client.update_metadata(timeout)
+            cluster = await self.client.update_metadata(self._timeout(timeout))
         finally:
             self.client.set_topics(topics)
         return {

@@ -22,7 +22,7 @@ from gregor.client.config import ProducerConfig
 from gregor.client.producer.batch import DeliveryCallback, ProducerBatch, RecordFuture
 from gregor.client.producer.core import Headers, NeedMetadata, ProducerCore
 from gregor.client.runtime import IOThread
-from gregor.client.types import OffsetAndMetadata, TopicPartition
+from gregor.client.types import OffsetAndMetadata, TopicPartition, as_offsets
 from gregor.protocol.errors import RequestTimedOutError
 
 
@@ -171,10 +171,7 @@ class Producer:
         group_instance_id: str | None = None,
     ) -> None:
         """Commit consumed offsets as part of the transaction (read-process-write)."""
-        normalized = {
-            tp: meta if isinstance(meta, OffsetAndMetadata) else OffsetAndMetadata(meta)
-            for tp, meta in offsets.items()
-        }
+        normalized = as_offsets(offsets)
         self._io.call(
             self._core.transactions.send_offsets,
             normalized,

@@ -1,0 +1,54 @@
+"""AsyncAdminClient: the admin client for trio and asyncio code."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gregor.client.admin.core import AdminCore
+from gregor.client.config import AdminConfig
+from gregor.client.runtime import AsyncBridge, awaiting
+
+
+class AsyncAdminClient:
+    """The operations of AdminClient, awaitable: `async with AsyncAdminClient(config)`."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.config = AdminConfig.from_dict(config)
+        self._core = AdminCore(self.config)
+        self._bridge = AsyncBridge(f"gregor-admin-{self.config.client_id}")
+
+    async def start(self) -> None:
+        await self._bridge.start(self._core.run)
+
+    async def close(self) -> None:
+        await self._bridge.stop()
+
+    async def __aenter__(self) -> AsyncAdminClient:
+        await self.start()
+        self._bridge.in_context = True
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        try:
+            await self.close()
+        finally:
+            await self._bridge.stop(leaving_context=True)
+
+    create_topics = awaiting(AdminCore.create_topics)
+    delete_topics = awaiting(AdminCore.delete_topics)
+    create_partitions = awaiting(AdminCore.create_partitions)
+    delete_records = awaiting(AdminCore.delete_records)
+    describe_topics = awaiting(AdminCore.describe_topics)
+    list_topics = awaiting(AdminCore.list_topics)
+    describe_configs = awaiting(AdminCore.describe_configs)
+    alter_configs = awaiting(AdminCore.alter_configs)
+    list_offsets = awaiting(AdminCore.list_offsets)
+    list_groups = awaiting(AdminCore.list_groups)
+    describe_groups = awaiting(AdminCore.describe_groups)
+    delete_groups = awaiting(AdminCore.delete_groups)
+    list_group_offsets = awaiting(AdminCore.list_group_offsets)
+    describe_cluster = awaiting(AdminCore.describe_cluster)
+    elect_leaders = awaiting(AdminCore.elect_leaders)
+    alter_partition_reassignments = awaiting(AdminCore.alter_partition_reassignments)
+    list_partition_reassignments = awaiting(AdminCore.list_partition_reassignments)

@@ -1,0 +1,154 @@
+"""AsyncConsumer: the consumer for trio and asyncio code.
+
+    async with AsyncConsumer({"bootstrap.servers": "...", "group.id": "billing"}) as consumer:
+        consumer.subscribe(["orders"])
+        async for record in consumer:
+            await handle(record)
+
+Under trio the core (fetcher, heartbeats) runs in the caller's loop; under asyncio on an
+I/O thread. Fetched batches are handed over without a hop per record. Rebalance listeners
+run on the caller's loop, and may be coroutine functions.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from gregor.client.consumer.base import ConsumerBase
+from gregor.client.consumer.core import ConsumerCore, ListenerCall
+from gregor.client.consumer.records import ConsumerRecord
+from gregor.client.runtime import AsyncBridge, Signal, awaiting
+from gregor.client.types import OffsetAndMetadata, TopicPartition
+from gregor.protocol.errors import KafkaError
+
+
+class AsyncConsumer(ConsumerBase):
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        super().__init__(config)
+        self._bridge = AsyncBridge(f"gregor-consumer-{self.config.client_id}")
+        self._data: Signal | None = None
+
+    async def start(self) -> None:
+        await self._bridge.start(self._core.run)
+        self._data = data = self._bridge.signal()
+        self._core.buffer.listeners.append(data.set)
+
+    async def __aenter__(self) -> AsyncConsumer:
+        await self.start()
+        self._bridge.in_context = True
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        try:
+            await self.close()
+        finally:
+            await self._bridge.stop(leaving_context=True)
+
+    async def unsubscribe(self) -> None:
+        await self._run_listener(self._core.unsubscribe())
+        if self._core.coordinator is not None:
+            await self._bridge.call(self._core.coordinator.leave, "unsubscribed")
+
+    # -- reading ---------------------------------------------------------------------------
+
+    async def getone(self, timeout: float | None = None) -> ConsumerRecord | None:
+        """The next record, waiting up to `timeout` seconds (None: until one arrives)."""
+        records = await self._fetch(1, timeout)
+        return records[0] if records else None
+
+    poll = getone
+
+    async def getmany(
+        self, max_records: int | None = None, timeout: float | None = 0.0
+    ) -> list[ConsumerRecord]:
+        """Up to `max_records` records (default: max.poll.records), waiting up to `timeout`
+        seconds for the first."""
+        return await self._fetch(max_records or self.config.max_poll_records, timeout)
+
+    def __aiter__(self) -> AsyncIterator[ConsumerRecord]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[ConsumerRecord]:
+        while not self._closed:
+            for record in await self._fetch(self.config.max_poll_records, 1.0):
+                yield record
+
+    async def _fetch(self, max_records: int, timeout: float | None) -> list[ConsumerRecord]:
+        core = self._core
+        data = self._data
+        if data is None:
+            raise RuntimeError("the consumer is not started (use `async with`)")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            await self._prepare()
+            data.clear()
+            records = core.take(max_records)
+            if records:
+                return records
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return []
+            if not core.has_records():
+                await data.wait(1.0 if remaining is None else min(remaining, 1.0))
+
+    async def _prepare(self) -> None:
+        if self._closed:
+            raise KafkaError("the consumer is closed")
+        core = self._core
+        if core.coordinator is not None:
+            core.coordinator.last_poll = time.monotonic()
+            while core.rebalance_due():
+                await self._rebalance()
+            if core.auto_commit_due():
+                offsets = core.positions_to_commit()
+                if offsets:
+                    self._bridge.spawn(core.commit_quietly, offsets)
+        if core.positions_due():
+            await self._bridge.call(core.update_positions, core.api_timeout)
+
+    async def _rebalance(self) -> None:
+        core = self._core
+        coordinator = core.coordinator
+        assert coordinator is not None
+        calls, commit = core.before_join()
+        if commit:
+            await self._bridge.call(core.commit_quietly, commit)
+        await self._run_listener(calls)
+        assigned = await self._bridge.call(coordinator.join_group, core.join_topics())
+        await self._run_listener(core.after_join(assigned))
+
+    async def _run_listener(self, calls: list[ListenerCall]) -> None:
+        for result in self._core.run_listener(calls, self):
+            if inspect.isawaitable(result):
+                await result
+
+    # -- positions, commits, lookups -------------------------------------------------------
+
+    async def commit(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None
+    ) -> None:
+        """Commit offsets (default: the positions of everything handed out so far)."""
+        chosen = self._core.positions_to_commit() if offsets is None else offsets
+        await self._bridge.call(self._core.commit_offsets, chosen)
+
+    committed = awaiting(ConsumerCore.committed)
+    position = awaiting(ConsumerCore.position)
+    offsets_for_times = awaiting(ConsumerCore.offsets_for_times)
+    beginning_offsets = awaiting(ConsumerCore.beginning_offsets)
+    end_offsets = awaiting(ConsumerCore.end_offsets)
+    partitions_for = awaiting(ConsumerCore.partitions_for)
+    list_topics = awaiting(ConsumerCore.list_topics)
+
+    async def close(self, *, commit: bool = True) -> None:
+        if self._closed:
+            return
+        try:
+            if self._core.subscriptions.group_managed:
+                await self._run_listener(self._core._revoke_all())
+            await self._bridge.call(self._core.close, commit)
+        finally:
+            self._closed = True
+            await self._bridge.stop()
