@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -27,45 +27,9 @@ from gregor.protocol.apis.produce import (
 from gregor.protocol.errors import ErrorCode
 from gregor.protocol.framing import decode_response, encode_request
 from gregor.protocol.records import BatchBuilder
-from gregor.protocol.schema import Request, Response
-from gregor_testing.cluster import create_topic, unique_topic
+from gregor_testing.cluster import WireClient, create_topic, unique_topic
 
 TOPIC_LIMIT = 2000  # the topic's max.message.bytes
-
-
-class Client:
-    """A plain socket speaking the protocol one request at a time (or not at all)."""
-
-    def __init__(self, broker: BrokerProcess) -> None:
-        self.sock = socket.create_connection((broker.host, broker.port), timeout=10)
-        self.correlation = 0
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def request(self, body: Request, version: int) -> Response:
-        self.correlation += 1
-        self.sock.sendall(encode_request(body, version, self.correlation, "bad-input-test"))
-        size = int.from_bytes(self._exactly(4), "big")
-        correlation, response = decode_response(self._exactly(size), body.api_key, version)
-        assert correlation == self.correlation
-        return response
-
-    def _exactly(self, n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
-            if not chunk:
-                raise ConnectionError("the broker closed the connection")
-            data += chunk
-        return data
-
-    def closed_by_broker(self) -> bool:
-        """True once the broker has closed (reads EOF or a reset), waiting up to 10 s."""
-        try:
-            return self.sock.recv(1) == b""
-        except ConnectionResetError:
-            return True
 
 
 @pytest.fixture(scope="module")
@@ -87,9 +51,9 @@ def leader(shared_cluster: LocalCluster) -> BrokerProcess:
 
 
 @pytest.fixture
-def bystander(leader: BrokerProcess) -> Iterator[Client]:
+def bystander(leader: BrokerProcess) -> Iterator[WireClient]:
     """A connection opened before the bad input, which must keep working after it."""
-    client = Client(leader)
+    client = WireClient(leader)
     assert isinstance(client.request(ApiVersionsRequest(), 0), ApiVersionsResponse)
     yield client
     client.close()
@@ -102,7 +66,7 @@ def batch(*values: bytes) -> bytes:
     return builder.build()
 
 
-def produce(client: Client, topic: str, records: bytes) -> int:
+def produce(client: WireClient, topic: str, records: bytes) -> int:
     request = ProduceRequest(
         acks=-1,
         timeout_ms=10_000,
@@ -113,7 +77,7 @@ def produce(client: Client, topic: str, records: bytes) -> int:
     return response.responses[0].partition_responses[0].error_code
 
 
-def end_offset(client: Client, topic: str) -> int:
+def end_offset(client: WireClient, topic: str) -> int:
     request = ListOffsetsRequest(
         replica_id=-1, topics=[ListOffsetsTopic(topic, [ListOffsetsPartition(0, -1, -1)])]
     )
@@ -127,10 +91,10 @@ def log_bytes(broker: BrokerProcess, topic: str) -> bytes:
     return b"".join(p.read_bytes() for p in sorted(Path(directory).glob("*.log")))
 
 
-def check_unharmed(leader: BrokerProcess, bystander: Client, topic: str, before: bytes) -> None:
+def check_unharmed(leader: BrokerProcess, bystander: WireClient, topic: str, before: bytes) -> None:
     assert isinstance(bystander.request(ApiVersionsRequest(), 3), ApiVersionsResponse)
     assert log_bytes(leader, topic) == before
-    fresh = Client(leader)
+    fresh = WireClient(leader)
     try:
         offset = end_offset(fresh, topic)
         assert produce(fresh, topic, batch(b"after")) == ErrorCode.NONE
@@ -156,10 +120,10 @@ def check_unharmed(leader: BrokerProcess, bystander: Client, topic: str, before:
     ],
 )
 def test_garbage_closes_that_connection_only(
-    leader: BrokerProcess, bystander: Client, topic: str, garbage: bytes
+    leader: BrokerProcess, bystander: WireClient, topic: str, garbage: bytes
 ) -> None:
     before = log_bytes(leader, topic)
-    bad = Client(leader)
+    bad = WireClient(leader)
     try:
         bad.sock.sendall(garbage)
         if garbage.startswith((1000).to_bytes(4, "big")):
@@ -171,16 +135,16 @@ def test_garbage_closes_that_connection_only(
 
 
 def test_unsupported_api_versions_version_gets_error_35_in_a_v0_body(
-    leader: BrokerProcess, bystander: Client
+    leader: BrokerProcess, bystander: WireClient
 ) -> None:
-    client = Client(leader)
+    client = WireClient(leader)
     try:
         frame = encode_request(ApiVersionsRequest(), 3, 5, "future-client")
         # Version 999 of ApiVersions: the header says so, the body is whatever that version is.
         frame = frame[:6] + (999).to_bytes(2, "big") + frame[8:]
         client.sock.sendall(frame)
-        size = int.from_bytes(client._exactly(4), "big")
-        correlation, response = decode_response(client._exactly(size), 18, 0)
+        size = int.from_bytes(client.exactly(4), "big")
+        correlation, response = decode_response(client.exactly(size), 18, 0)
         assert correlation == 5
         assert isinstance(response, ApiVersionsResponse)
         assert response.error_code == ErrorCode.UNSUPPORTED_VERSION
@@ -193,11 +157,13 @@ def test_unsupported_api_versions_version_gets_error_35_in_a_v0_body(
         client.close()
 
 
-def test_bad_crc_is_corrupt_message(leader: BrokerProcess, bystander: Client, topic: str) -> None:
+def test_bad_crc_is_corrupt_message(
+    leader: BrokerProcess, bystander: WireClient, topic: str
+) -> None:
     before = log_bytes(leader, topic)
     data = bytearray(batch(b"one", b"two"))
     data[-1] ^= 0xFF  # a bit flipped inside the CRC-covered records
-    client = Client(leader)
+    client = WireClient(leader)
     try:
         offset = end_offset(client, topic)
         assert produce(client, topic, bytes(data)) == ErrorCode.CORRUPT_MESSAGE
@@ -208,10 +174,10 @@ def test_bad_crc_is_corrupt_message(leader: BrokerProcess, bystander: Client, to
 
 
 def test_record_over_the_limit_is_message_too_large(
-    leader: BrokerProcess, bystander: Client, topic: str
+    leader: BrokerProcess, bystander: WireClient, topic: str
 ) -> None:
     before = log_bytes(leader, topic)
-    client = Client(leader)
+    client = WireClient(leader)
     try:
         offset = end_offset(client, topic)
         too_large = batch(os.urandom(TOPIC_LIMIT * 2))
@@ -223,17 +189,17 @@ def test_record_over_the_limit_is_message_too_large(
 
 
 def test_frame_over_socket_request_max_bytes_is_refused(
-    cluster_factory: object,
+    cluster_factory: Callable[..., LocalCluster],
 ) -> None:
-    small = cluster_factory(1, socket_request_max_bytes=10_000)  # type: ignore[operator]
+    small = cluster_factory(1, socket_request_max_bytes=10_000)
     broker = small.broker(0)
-    client = Client(broker)
+    client = WireClient(broker)
     try:
         client.sock.sendall((10_001).to_bytes(4, "big") + bytes(100))
         assert client.closed_by_broker()
     finally:
         client.close()
-    fine = Client(broker)
+    fine = WireClient(broker)
     try:
         assert isinstance(fine.request(ApiVersionsRequest(), 3), ApiVersionsResponse)
     finally:

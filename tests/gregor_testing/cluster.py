@@ -16,6 +16,7 @@ znode with its replica assignment; the controller then elects leaders and tells 
 from __future__ import annotations
 
 import itertools
+import socket
 import time
 import uuid
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
@@ -25,7 +26,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from gregor.broker.devcluster import LocalCluster, ZooKeeper, send_request
+from gregor.broker.devcluster import BrokerProcess, LocalCluster, ZooKeeper, send_request
 from gregor.broker.zk import ReplicaAssignment, znodes
 from gregor.protocol.apis.metadata import (
     MetadataRequest,
@@ -33,6 +34,8 @@ from gregor.protocol.apis.metadata import (
     MetadataResponse,
     MetadataResponsePartition,
 )
+from gregor.protocol.framing import decode_response, encode_request
+from gregor.protocol.schema import Request
 
 _clusters = itertools.count()
 METADATA_VERSION = 9
@@ -201,3 +204,54 @@ def create_topic(
         client.close()
     wait_for_topic(cluster, name, len(chosen), timeout)
     return chosen
+
+
+class WireClient:
+    """A plain socket to one broker, speaking the protocol one request at a time (or not at
+    all: tests send what they like through `sock`)."""
+
+    def __init__(self, broker: BrokerProcess, timeout: float = 30.0) -> None:
+        self.sock = socket.create_connection((broker.host, broker.port), timeout=timeout)
+        self.correlation = 0
+
+    def __enter__(self) -> WireClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def send(self, body: Request, version: int) -> None:
+        """Send a request without reading an answer (Produce with acks=0)."""
+        self.correlation += 1
+        self.sock.sendall(encode_request(body, version, self.correlation, "wire-test"))
+
+    def request(self, body: Request, version: int) -> Any:
+        """The decoded response (typed Any: tests know which response they asked for)."""
+        self.send(body, version)
+        size = int.from_bytes(self.exactly(4), "big")
+        correlation, response = decode_response(self.exactly(size), body.api_key, version)
+        assert correlation == self.correlation
+        return response
+
+    def exactly(self, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("the broker closed the connection")
+            data += chunk
+        return data
+
+    def closed_by_broker(self) -> bool:
+        """True once the broker has closed the connection (EOF or reset)."""
+        try:
+            return self.sock.recv(1) == b""
+        except ConnectionResetError:
+            return True
+
+
+def leader_of(cluster: LocalCluster, topic: str, partition: int) -> BrokerProcess:
+    return cluster.broker(partitions_of(cluster, topic)[partition].leader_id)

@@ -342,12 +342,13 @@ class Partition:
         follower = self.followers.get(replica_id)
         if follower is None:
             return
-        previous = follower.log_end_offset
+        previous_end, previous_start = follower.log_end_offset, follower.log_start_offset
         follower.update(fetch_offset, log_start_offset, now_ms(), leader_end_offset)
         self.maybe_expand_isr(follower)
-        if previous != follower.log_end_offset:
+        if previous_end != follower.log_end_offset:
             self.maybe_increment_high_watermark()
-            self.manager.notify_follower_progress(self)
+        if (previous_end, previous_start) != (follower.log_end_offset, follower.log_start_offset):
+            self.manager.notify_follower_progress(self)  # DeleteRecords waits on log starts
 
     def follower_or_error(self, replica_id: int, current_leader_epoch: int) -> FollowerState:
         follower = self.followers.get(replica_id)
