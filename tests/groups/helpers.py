@@ -1,0 +1,218 @@
+"""What the consumer group tests share: a raw protocol connection, coordinator lookups, the
+group's records in `__consumer_offsets`, and polling several consumers until a condition."""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from gregor.broker.coordinator.partitioning import partition_for
+from gregor.broker.devcluster import BrokerProcess, LocalCluster
+from gregor.protocol.apis.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from gregor.protocol.apis.offset_fetch import (
+    OffsetFetchRequest,
+    OffsetFetchRequestGroup,
+    OffsetFetchResponse,
+)
+from gregor.protocol.errors import ErrorCode
+from gregor.protocol.framing import decode_response, encode_request
+from gregor.protocol.group_records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    decode_group_metadata_value,
+    decode_key,
+)
+from gregor.protocol.schema import Request, Response
+
+R = TypeVar("R", bound=Response)
+OFFSETS_TOPIC = "__consumer_offsets"
+RETRIABLE = {
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.NOT_COORDINATOR,
+}
+
+
+class Connection:
+    """One TCP connection to a broker, requests answered one at a time."""
+
+    def __init__(self, host: str, port: int, timeout: float = 60.0) -> None:
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self._ids = itertools.count(1)
+
+    @classmethod
+    def to(cls, broker: BrokerProcess) -> Connection:
+        return cls(broker.host, broker.port)
+
+    def request(self, request: Request, version: int, response_type: type[R]) -> R:
+        correlation_id = next(self._ids)
+        self.sock.sendall(encode_request(request, version, correlation_id, "gregor-tests"))
+        size = int.from_bytes(self._read(4), "big")
+        got, response = decode_response(self._read(size), request.api_key, version)
+        assert got == correlation_id
+        assert isinstance(response, response_type)
+        return response
+
+    def _read(self, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("the broker closed the connection")
+            data += chunk
+        return data
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str, step: float = 0.2) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(step)
+
+
+def find_coordinator(cluster: LocalCluster, group: str, timeout: float = 60.0) -> BrokerProcess:
+    """The broker coordinating `group`, asked of the live brokers until one knows."""
+    found: list[int] = []
+
+    def ask() -> bool:
+        for broker in cluster.brokers:
+            if not broker.is_running():
+                continue
+            try:
+                with Connection.to(broker) as conn:
+                    response = conn.request(
+                        FindCoordinatorRequest(key=group), 2, FindCoordinatorResponse
+                    )
+            except OSError:
+                continue
+            if response.error_code == ErrorCode.NONE:
+                found.append(response.node_id)
+                return True
+        return False
+
+    wait_for(ask, timeout, f"a coordinator for group {group}")
+    return cluster.broker(found[-1])
+
+
+def committed_offsets(
+    cluster: LocalCluster, group: str, timeout: float = 60.0
+) -> dict[tuple[str, int], int]:
+    """Every committed offset of the group, from its coordinator (OffsetFetch v8, all topics);
+    retried while the coordinator moves or loads."""
+    out: dict[tuple[str, int], int] = {}
+
+    def ask() -> bool:
+        coordinator = find_coordinator(cluster, group, timeout)
+        try:
+            with Connection.to(coordinator) as conn:
+                response = conn.request(
+                    OffsetFetchRequest(
+                        groups=[OffsetFetchRequestGroup(group_id=group, topics=None)]
+                    ),
+                    8,
+                    OffsetFetchResponse,
+                )
+        except OSError:
+            return False
+        [answer] = response.groups
+        if answer.error_code in RETRIABLE:
+            return False
+        assert answer.error_code == ErrorCode.NONE, answer
+        out.clear()
+        for topic in answer.topics:
+            for p in topic.partitions:
+                assert p.error_code == ErrorCode.NONE, p
+                out[(topic.name, p.partition_index)] = p.committed_offset
+        return True
+
+    wait_for(ask, timeout, f"the committed offsets of group {group}")
+    return out
+
+
+def group_metadata_records(
+    cluster: LocalCluster, group: str, partitions: int = 50
+) -> list[GroupMetadataValue | None]:
+    """The group's metadata records in its `__consumer_offsets` partition, oldest first
+    (None for a tombstone), read with a plain consumer and decoded as Kafka's format."""
+    partition = partition_for(group, partitions)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": "group-records-reader",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(OFFSETS_TOPIC, partition, 0)])
+        out: list[GroupMetadataValue | None] = []
+        while True:
+            message = consumer.poll(10)
+            assert message is not None, "no end of partition reached"
+            if message.error() is not None:
+                break  # the end of the partition
+            key = decode_key(message.key())
+            if key == GroupMetadataKey(group):
+                value = message.value()
+                out.append(None if value is None else decode_group_metadata_value(value)[1])
+        return out
+    finally:
+        consumer.close()
+
+
+def produce(cluster: LocalCluster, topic: str, values: Iterable[bytes], **conf: Any) -> None:
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", **conf})
+    errors: list[object] = []
+    for value in values:
+        producer.produce(
+            topic, value=value, on_delivery=lambda err, _m: errors.append(err) if err else None
+        )
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    assert not errors, errors
+
+
+def poll_until(
+    consumers: Sequence[Consumer],
+    predicate: Callable[[], bool],
+    timeout: float,
+    what: str,
+    on_message: Callable[[int, Any], None] | None = None,
+) -> None:
+    """Poll every consumer in turn (serving their rebalances) until `predicate()` holds;
+    `on_message(index, message)` gets each record."""
+    deadline = time.monotonic() + timeout
+    while True:
+        for i, consumer in enumerate(consumers):
+            message = consumer.poll(0.05)
+            if message is None:
+                continue
+            error = message.error()
+            if error is not None:
+                assert error.retriable() or not error.fatal(), error
+                continue
+            if on_message is not None:
+                on_message(i, message)
+        if predicate():
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def assignment_of(consumer: Consumer) -> set[int]:
+    return {tp.partition for tp in consumer.assignment()}
