@@ -23,6 +23,7 @@ import argparse
 import gc
 import os
 import random
+import select
 import shutil
 import socket
 import tempfile
@@ -144,7 +145,10 @@ class Drain:
                     os._exit(0)
                 target = int.from_bytes(order, "big")
                 while received < target:
-                    received += receiver.recv_into(buf)
+                    n = receiver.recv_into(buf)
+                    if not n:  # the sender went away mid-round
+                        os._exit(1)
+                    received += n
                 os.write(self._acks_w, b"k")
         receiver.close()
         self.expected = 0
@@ -153,8 +157,10 @@ class Drain:
         self.expected += nbytes
         os.write(self._orders_w, self.expected.to_bytes(8, "big"))
 
-    def wait(self) -> None:
-        os.read(self._acks_r, 1)
+    def wait(self, timeout: float = 120.0) -> None:
+        ready, _, _ = select.select([self._acks_r], [], [], timeout)
+        if not ready or not os.read(self._acks_r, 1):
+            raise TimeoutError("the receiving process did not get all the bytes")
 
     def close(self) -> None:
         os.close(self._orders_w)

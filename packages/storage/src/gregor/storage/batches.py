@@ -26,35 +26,30 @@ def scan_headers(
     handle: FileHandle, start: int, end: int, chunk: int = HEADER_CHUNK
 ) -> Iterator[tuple[int, BatchHeader]]:
     """(position, header) of each complete batch in the file between `start` and `end`."""
-    pos = start
-    buf = b""
-    buf_start = start
-    while end - pos >= BATCH_HEADER_SIZE:
-        at = pos - buf_start
-        if at < 0 or len(buf) - at < BATCH_HEADER_SIZE:
-            buf = handle.pread(min(chunk, end - pos), pos)
-            buf_start, at = pos, 0
-            if len(buf) < BATCH_HEADER_SIZE:
-                return
-        header = read_batch_header(buf, at)
-        size = header.batch_length + 12
-        if pos + size > end:
-            return
+    for pos, header, _data in _walk(handle, start, end, chunk, whole=False):
         yield pos, header
-        pos += size
 
 
 def read_batches(
     handle: FileHandle, start: int, end: int, chunk: int = DATA_CHUNK
 ) -> Iterator[tuple[int, BatchHeader, memoryview]]:
     """(position, header, the whole batch's bytes) of each complete batch in [start, end)."""
+    return _walk(handle, start, end, chunk, whole=True)
+
+
+def _walk(
+    handle: FileHandle, start: int, end: int, chunk: int, *, whole: bool
+) -> Iterator[tuple[int, BatchHeader, memoryview]]:
+    """Read `chunk` bytes at a time; with `whole`, re-read so each batch is in one buffer.
+    Without, the yielded view may hold only the batch's start."""
     pos = start
     buf = memoryview(b"")
     buf_start = start
+    chunk = max(chunk, BATCH_HEADER_SIZE)
     while end - pos >= BATCH_HEADER_SIZE:
         at = pos - buf_start
         if len(buf) - at < BATCH_HEADER_SIZE:
-            buf = memoryview(handle.pread(min(max(chunk, BATCH_HEADER_SIZE), end - pos), pos))
+            buf = memoryview(handle.pread(min(chunk, end - pos), pos))
             buf_start, at = pos, 0
             if len(buf) < BATCH_HEADER_SIZE:
                 return
@@ -62,7 +57,7 @@ def read_batches(
         size = header.batch_length + 12
         if pos + size > end:
             return
-        if at + size > len(buf):
+        if whole and at + size > len(buf):
             buf = memoryview(handle.pread(max(size, min(chunk, end - pos)), pos))
             buf_start, at = pos, 0
             if len(buf) < size:

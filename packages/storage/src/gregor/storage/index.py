@@ -41,6 +41,7 @@ class CorruptIndexError(Exception):
 
 class _MappedIndex:
     entry_size: ClassVar[int]
+    _struct: ClassVar[struct.Struct]
 
     def __init__(
         self, path: Path, base_offset: int, max_index_size: int, *, writable: bool
@@ -136,17 +137,15 @@ class _MappedIndex:
         """Trim, then map the index read-only and let its descriptor go (segment rolled)."""
         if not self.writable:
             return
-        self.trim()
-        if self._mmap is not None:
-            self._mmap.flush()
+        self.trim()  # no msync here: this runs on the event loop; the log's flush syncs it
         self.writable = False
         if self._mmap is not None:
             self._mmap.close()
             self._mmap = None
         handle, self._handle = self._handle, None
         if handle is not None:
+            # Dropped, not closed: the flush thread may be syncing through it right now.
             self._map(handle.fileno(), writable=False)
-            handle.close()
 
     def make_writable(self) -> None:
         """Map the index read-write and grow it to the max size (segment became active again)."""
@@ -227,6 +226,24 @@ class _MappedIndex:
         self.entries = keep
         self._last_n = -1
 
+    def _count_at_or_below(self, field: int, value: int) -> int:
+        """How many entries have `field` (0 or 1 of the entry) at or below `value`: entries are
+        sorted on both fields, so this is a binary search."""
+        n = self.entries
+        if n == 0:
+            return 0
+        buf = self._buffer()
+        unpack = self._struct.unpack_from
+        size = self.entry_size
+        low, high = 0, n
+        while low < high:
+            mid = (low + high) // 2
+            if unpack(buf, mid * size)[field] <= value:
+                low = mid + 1
+            else:
+                high = mid
+        return low
+
     def _buffer(self) -> mmap.mmap:
         buf = self._mmap
         if buf is None:
@@ -238,6 +255,7 @@ class OffsetIndex(_MappedIndex):
     """Offset -> position in the `.log` file, one entry per `index.interval.bytes`."""
 
     entry_size = 8
+    _struct = _OFFSET_ENTRY
 
     def entry(self, n: int) -> tuple[int, int]:
         relative, position = _OFFSET_ENTRY.unpack_from(self._buffer(), n * 8)
@@ -269,22 +287,7 @@ class OffsetIndex(_MappedIndex):
 
     def _slot_at_or_below(self, offset: int) -> int:
         """The last entry with offset <= `offset`, or -1."""
-        relative = offset - self.base_offset
-        n = self.entries
-        if n == 0 or relative < 0:
-            return -1
-        buf = self._buffer()
-        unpack = _OFFSET_ENTRY.unpack_from
-        low, high = 0, n - 1
-        if unpack(buf, high * 8)[0] <= relative:
-            return high
-        while low < high:
-            mid = (low + high + 1) // 2
-            if unpack(buf, mid * 8)[0] <= relative:
-                low = mid
-            else:
-                high = mid - 1
-        return low if unpack(buf, low * 8)[0] <= relative else -1
+        return self._count_at_or_below(0, offset - self.base_offset) - 1
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """The (offset, position) of the last entry at or before `offset`, else (base, 0)."""
@@ -293,19 +296,8 @@ class OffsetIndex(_MappedIndex):
 
     def lookup_position(self, position: int) -> tuple[int, int] | None:
         """The first entry whose position is at or after `position`, if any."""
-        n = self.entries
-        if n == 0:
-            return None
-        buf = self._buffer()
-        unpack = _OFFSET_ENTRY.unpack_from
-        low, high = 0, n
-        while low < high:
-            mid = (low + high) // 2
-            if unpack(buf, mid * 8)[1] < position:
-                low = mid + 1
-            else:
-                high = mid
-        return self.entry(low) if low < n else None
+        slot = self._count_at_or_below(1, position - 1)
+        return self.entry(slot) if slot < self.entries else None
 
     def position_before(self, position: int) -> int:
         """The position of the entry before the last one at or below `position`, else 0.
@@ -313,19 +305,8 @@ class OffsetIndex(_MappedIndex):
         The batch there ends at or before `position`, so a scan from it reads at least one
         whole batch: the one that ends where the next read will start.
         """
-        n = self.entries
-        if n == 0:
-            return 0
-        buf = self._buffer()
-        unpack = _OFFSET_ENTRY.unpack_from
-        low, high = 0, n
-        while low < high:
-            mid = (low + high) // 2
-            if unpack(buf, mid * 8)[1] <= position:
-                low = mid + 1
-            else:
-                high = mid
-        return unpack(buf, (low - 2) * 8)[1] if low >= 2 else 0
+        count = self._count_at_or_below(1, position)
+        return self.entry(count - 2)[1] if count >= 2 else 0
 
     def truncate_to(self, offset: int) -> None:
         """Remove the entries for offsets at or after `offset`."""
@@ -350,6 +331,7 @@ class TimeIndex(_MappedIndex):
     """Timestamp -> offset: where the segment's largest timestamp so far was reached."""
 
     entry_size = 12
+    _struct = _TIME_ENTRY
 
     def is_full(self) -> bool:
         # One slot stays free for the entry written when the segment rolls or closes.
@@ -388,19 +370,8 @@ class TimeIndex(_MappedIndex):
 
     def lookup(self, timestamp: int) -> tuple[int, int]:
         """The last entry with a timestamp at or before `timestamp`, else (-1, base)."""
-        n = self.entries
-        if n == 0:
-            return -1, self.base_offset
-        buf = self._buffer()
-        unpack = _TIME_ENTRY.unpack_from
-        low, high = 0, n
-        while low < high:
-            mid = (low + high) // 2
-            if unpack(buf, mid * 12)[0] <= timestamp:
-                low = mid + 1
-            else:
-                high = mid
-        return self.entry(low - 1) if low else (-1, self.base_offset)
+        count = self._count_at_or_below(0, timestamp)
+        return self.entry(count - 1) if count else (-1, self.base_offset)
 
     def truncate_to(self, offset: int) -> None:
         """Remove the entries for offsets at or after `offset`."""

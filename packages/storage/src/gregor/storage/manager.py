@@ -110,7 +110,6 @@ class LogManager:
             dedupe_buffer_size=config.cleaner_dedupe_buffer_size,
             io_max_bytes_per_second=config.cleaner_io_max_bytes_per_second,
         )
-        self._cleaning: Log | None = None
         self._closed = False
         # The broker's hook: a log directory went offline.
         self.on_dir_failure: Callable[[Path], None] | None = None
@@ -482,7 +481,6 @@ class LogManager:
         target = grab_filthiest(candidates, now)
         if target is None:
             return False
-        self._cleaning = target.log
         try:
             end, stats = self._cleaner.clean(target, now)
         except CleaningAbortedError as exc:
@@ -491,8 +489,10 @@ class LogManager:
         except KafkaStorageError as exc:
             log.error("cleaning of %s failed: %s", target.log.name, exc)
             return False
-        finally:
-            self._cleaning = None
+        except Exception:
+            # e.g. a segment truncated under the cleaner: this round is lost, not the service
+            log.exception("cleaning of %s failed", target.log.name)
+            return False
         log_dir = self._dir_of(target.log)
         if log_dir is not None:
             log_dir.cleaner_checkpoint[target.log.topic_partition] = end
@@ -595,7 +595,15 @@ class LogManager:
         interval = self._seconds(interval_ms)
         while True:
             await trio.sleep(interval)
-            await trio.to_thread.run_sync(work)
+            await trio.to_thread.run_sync(self._guarded, work)
+
+    @staticmethod
+    def _guarded(work: Callable[[], object]) -> None:
+        # A bug met by one periodic task must not stop the others (or the broker).
+        try:
+            work()
+        except Exception:
+            log.exception("background task %s failed", getattr(work, "__name__", work))
 
     async def _flush_service(self, wake_box: list[trio.Event]) -> None:
         interval = self._seconds(self.config.flush_scheduler_interval_ms)
@@ -603,7 +611,7 @@ class LogManager:
             with trio.move_on_after(interval):
                 await wake_box[0].wait()
             wake_box[0] = trio.Event()
-            await trio.to_thread.run_sync(self.flush_logs)
+            await trio.to_thread.run_sync(self._guarded, self.flush_logs)
 
     async def _deletion_service(self) -> None:
         while True:
@@ -612,7 +620,10 @@ class LogManager:
             delay = 1.0 if due is None else min(max((due - now) / 1000, 0.0), 1.0)
             await trio.sleep(delay)
             if self.deletions.next_due() is not None:
-                await trio.to_thread.run_sync(self.deletions.run_due, self.clock())
+                await trio.to_thread.run_sync(self._guarded, self._run_due_deletions)
+
+    def _run_due_deletions(self) -> None:
+        self.deletions.run_due(self.clock())
 
     async def _cleaner_service(self) -> None:
         backoff = self._seconds(self.config.cleaner_backoff_ms)

@@ -17,6 +17,7 @@ import os
 import random
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from gregor.protocol.errors import CorruptRecordError, InvalidRecordError
 from gregor.protocol.records import BatchHeader, RecordBatch, verify_crc
@@ -36,6 +37,7 @@ from gregor.storage.txn_index import AbortedTxn, TransactionIndex
 log = logging.getLogger(__name__)
 
 BatchCallback = Callable[[BatchHeader, memoryview], None]
+IndexT = TypeVar("IndexT", OffsetIndex, TimeIndex)
 
 
 class SegmentOffsetOverflowError(Exception):
@@ -110,30 +112,23 @@ class LogSegment:
     def offset_index(self) -> OffsetIndex:
         index = self._offset_index
         if index is None:
-            index = OffsetIndex(
-                self.index_path,
-                self.base_offset,
-                self.config.segment_index_bytes,
-                writable=self.active,
-            )
-            if self.active:
-                index.resize(self.config.segment_index_bytes)
-            self._offset_index = index
+            index = self._offset_index = self._open_index(OffsetIndex, self.index_path)
         return index
 
     @property
     def time_index(self) -> TimeIndex:
         index = self._time_index
         if index is None:
-            index = TimeIndex(
-                self.time_index_path,
-                self.base_offset,
-                self.config.segment_index_bytes,
-                writable=self.active,
-            )
-            if self.active:
-                index.resize(self.config.segment_index_bytes)
-            self._time_index = index
+            index = self._time_index = self._open_index(TimeIndex, self.time_index_path)
+        return index
+
+    def _open_index(self, kind: type[IndexT], path: Path) -> IndexT:
+        """Map an index: read-write and grown to `segment.index.bytes` for the active
+        segment, read-only for the others."""
+        max_size = self.config.segment_index_bytes
+        index = kind(path, self.base_offset, max_size, writable=self.active)
+        if self.active:
+            index.resize(max_size)
         return index
 
     @property
