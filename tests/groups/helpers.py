@@ -175,12 +175,16 @@ def group_metadata_records(
         consumer.close()
 
 
-def produce(cluster: LocalCluster, topic: str, values: Iterable[bytes], **conf: Any) -> None:
-    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", **conf})
+def produce(cluster: LocalCluster, topic: str, values: Iterable[bytes], partitions: int) -> None:
+    """Produce with acks=all, the i-th value to partition i % `partitions`."""
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
     errors: list[object] = []
-    for value in values:
+    for i, value in enumerate(values):
         producer.produce(
-            topic, value=value, on_delivery=lambda err, _m: errors.append(err) if err else None
+            topic,
+            value=value,
+            partition=i % partitions,
+            on_delivery=lambda err, _m: errors.append(err) if err else None,
         )
         producer.poll(0)
     assert producer.flush(60) == 0

@@ -78,7 +78,7 @@ def test_committed_offsets_survive_consumer_restarts(
     topic = unique_topic("restart")
     create_topic(group_cluster, topic, partitions=4, replication_factor=3)
     values = [f"record-{i}".encode() for i in range(200)]
-    produce(group_cluster, topic, values, partitioner="random")
+    produce(group_cluster, topic, values, 4)
     group = unique_topic("g-restart")
     seen: list[Message] = []
 

@@ -1,0 +1,181 @@
+"""Consumer groups with kafka-python and aiokafka (commits and resuming where they left off),
+and a group mixing kafka-python and confluent-kafka members that together read every record
+exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiokafka import AIOKafkaConsumer
+from aiokafka.structs import TopicPartition as AioTopicPartition
+from confluent_kafka import Consumer
+from groups.helpers import assignment_of, committed_offsets, produce, wait_for
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KpTopicPartition
+from kafka.coordinator.assignors.range import RangePartitionAssignor
+
+from gregor.broker.devcluster import LocalCluster
+from gregor_testing.cluster import create_topic, unique_topic
+
+PARTITIONS = 3
+RECORDS = 300
+GROUP_TIMEOUTS = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 500}
+
+
+def kafka_python_consumer(cluster: LocalCluster, group: str, **conf: object) -> KafkaConsumer:
+    return KafkaConsumer(
+        bootstrap_servers=cluster.bootstrap_servers,
+        group_id=group,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        **GROUP_TIMEOUTS,
+        **conf,
+    )
+
+
+def read(
+    consumer: KafkaConsumer, count: int, timeout: float = 60.0
+) -> list[tuple[int, int, bytes]]:
+    """(partition, offset, value) of `count` records (or all there are once none come)."""
+    out: list[tuple[int, int, bytes]] = []
+
+    def more() -> bool:
+        for records in consumer.poll(timeout_ms=200, max_records=count - len(out)).values():
+            out.extend((r.partition, r.offset, r.value) for r in records)
+        return len(out) >= count
+
+    wait_for(more, timeout, f"{count} records", step=0)
+    return out
+
+
+def test_kafka_python_group_with_commits(group_cluster: LocalCluster) -> None:
+    topic = unique_topic("kp-group")
+    create_topic(group_cluster, topic, partitions=PARTITIONS, replication_factor=3)
+    values = [f"kp-{i}".encode() for i in range(RECORDS)]
+    produce(group_cluster, topic, values, PARTITIONS)
+    group = unique_topic("g-kp")
+
+    first = kafka_python_consumer(group_cluster, group)
+    first.subscribe([topic])
+    try:
+        seen = read(first, 200)
+        first.commit()
+        positions = {p: first.committed(KpTopicPartition(topic, p)) for p in range(PARTITIONS)}
+    finally:
+        first.close(autocommit=False)
+    expected = {(topic, p): o for p, o in positions.items() if o is not None}
+    assert committed_offsets(group_cluster, group) == expected
+
+    second = kafka_python_consumer(group_cluster, group)
+    second.subscribe([topic])
+    try:
+        rest = read(second, RECORDS - 200)
+    finally:
+        second.close(autocommit=False)
+    assert all(offset >= (positions[p] or 0) for p, offset, _ in rest)
+    assert sorted(v for _, _, v in seen + rest) == sorted(values)
+
+
+def test_aiokafka_group_with_commits(group_cluster: LocalCluster) -> None:
+    topic = unique_topic("aio-group")
+    create_topic(group_cluster, topic, partitions=PARTITIONS, replication_factor=3)
+    values = [f"aio-{i}".encode() for i in range(RECORDS)]
+    produce(group_cluster, topic, values, PARTITIONS)
+    group = unique_topic("g-aio")
+
+    async def consume(count: int) -> tuple[list[tuple[int, int, bytes]], dict[int, int | None]]:
+        consumer = AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=group_cluster.bootstrap_servers,
+            group_id=group,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            **GROUP_TIMEOUTS,
+        )
+        await consumer.start()
+        try:
+            out: list[tuple[int, int, bytes]] = []
+            async with asyncio.timeout(60):
+                while len(out) < count:
+                    batches = await consumer.getmany(timeout_ms=200, max_records=count - len(out))
+                    for records in batches.values():
+                        out.extend((r.partition, r.offset, r.value) for r in records)
+            await consumer.commit()
+            committed = {
+                p: await consumer.committed(AioTopicPartition(topic, p)) for p in range(PARTITIONS)
+            }
+            return out, committed
+        finally:
+            await consumer.stop()
+
+    seen, positions = asyncio.run(consume(180))
+    assert committed_offsets(group_cluster, group) == {
+        (topic, p): o for p, o in positions.items() if o is not None
+    }
+    rest, final = asyncio.run(consume(RECORDS - 180))
+    assert all(offset >= (positions[p] or 0) for p, offset, _ in rest)
+    assert sorted(v for _, _, v in seen + rest) == sorted(values)
+    counts = {p: sum(1 for q, _, _ in seen + rest if q == p) for p in range(PARTITIONS)}
+    assert {p: o for p, o in final.items() if o is not None} == {
+        p: n for p, n in counts.items() if n
+    }
+
+
+def test_kafka_python_and_confluent_share_a_group(group_cluster: LocalCluster) -> None:
+    topic = unique_topic("mixed")
+    create_topic(group_cluster, topic, partitions=6, replication_factor=3)
+    group = unique_topic("g-mixed")
+    kp = kafka_python_consumer(
+        group_cluster, group, partition_assignment_strategy=[RangePartitionAssignor]
+    )
+    ck = Consumer(
+        {
+            "bootstrap.servers": group_cluster.bootstrap_servers,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "partition.assignment.strategy": "range",
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 500,
+        }
+    )
+    got: list[tuple[str, int, bytes]] = []
+
+    def poll_both() -> None:
+        for records in kp.poll(timeout_ms=50).values():
+            got.extend(("kafka-python", r.partition, r.value) for r in records)
+        if got:
+            kp.commit()
+        message = ck.poll(0.05)
+        if message is not None and message.error() is None:
+            got.append(("confluent", message.partition(), message.value()))
+            ck.commit(message, asynchronous=False)
+
+    try:
+        kp.subscribe([topic])
+        ck.subscribe([topic])
+
+        def split() -> bool:
+            poll_both()
+            mine = {tp.partition for tp in kp.assignment()}
+            theirs = assignment_of(ck)
+            return len(mine) == 3 and len(theirs) == 3 and not mine & theirs
+
+        wait_for(split, 60, "the range assignment of 6 partitions to both members", step=0)
+        values = [f"mixed-{i}".encode() for i in range(600)]
+        produce(group_cluster, topic, values, 6)
+
+        def all_read() -> bool:
+            poll_both()
+            return len(got) >= len(values)
+
+        wait_for(all_read, 60, "every record", step=0)
+    finally:
+        kp.close(autocommit=False)
+        ck.close()
+    assert sorted(v for _, _, v in got) == sorted(values)  # each record exactly once
+    readers = {reader for reader, _, _ in got}
+    assert readers == {"kafka-python", "confluent"}
+    # Each partition was read by one member alone.
+    owners = {p: {reader for reader, q, _ in got if q == p} for p in range(6)}
+    assert all(len(o) <= 1 for o in owners.values()), owners
