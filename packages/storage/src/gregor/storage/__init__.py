@@ -8,6 +8,7 @@ from gregor.storage.config import LogConfig, LogManagerConfig
 from gregor.storage.files import FileSlice
 from gregor.storage.loader import open_log
 from gregor.storage.log import Log, OffsetsOutOfOrderError, UnexpectedAppendOffsetError
+from gregor.storage.manager import LogManager
 from gregor.storage.producer_state import AppendOrigin
 from gregor.storage.results import (
     EARLIEST_TIMESTAMP,
@@ -32,6 +33,7 @@ __all__ = [
     "FileSlice",
     "Log",
     "LogConfig",
+    "LogManager",
     "LogManagerConfig",
     "OffsetsOutOfOrderError",
     "TimestampAndOffset",
