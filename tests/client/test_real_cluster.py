@@ -1,0 +1,205 @@
+"""gregor-client against a real Gregor cluster: three gregor-broker processes on a real
+ZooKeeper. Produce and consume (sync, trio, asyncio), every codec, admin operations, and
+consumer groups."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from gregor.broker.devcluster import LocalCluster
+from gregor.client import (
+    AdminClient,
+    AsyncConsumer,
+    AsyncProducer,
+    Consumer,
+    ConsumerRecord,
+    NewTopic,
+    Producer,
+    TopicPartition,
+)
+from gregor.client.admin import ConfigResource, ElectionType, ResourceType
+from gregor.protocol.errors import ElectionNotNeededError, TopicAlreadyExistsError
+from gregor.protocol.hashing import default_partition
+from gregor_testing.cluster import create_topic, unique_topic, wait_for
+
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+
+
+def settings(cluster: LocalCluster, **extra: Any) -> dict[str, Any]:
+    return {"bootstrap.servers": cluster.bootstrap_servers, **extra}
+
+
+def read(consumer: Consumer, count: int, timeout: float = 60) -> list[ConsumerRecord]:
+    out: list[ConsumerRecord] = []
+    deadline = time.monotonic() + timeout
+    while len(out) < count and time.monotonic() < deadline:
+        out += consumer.consume(count - len(out), timeout=1)
+    return out
+
+
+def records_for(topic: str, count: int) -> list[tuple[bytes, bytes, list[tuple[str, bytes]], int]]:
+    base = 1_700_000_000_000
+    return [
+        (b"key-%d" % i, b"value \x00\xff %d" % i, [("n", b"%d" % i), ("empty", b"")], base + i)
+        for i in range(count)
+    ]
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_round_trip_with_every_codec(shared_cluster: LocalCluster, codec: str) -> None:
+    topic = unique_topic("rt")
+    create_topic(shared_cluster, topic, partitions=3, replication_factor=3)
+    sent = records_for(topic, 300)
+    with Producer(settings(shared_cluster, acks="all", **{"compression.type": codec})) as p:
+        futures = [
+            p.produce(topic, value, key=key, headers=headers, timestamp=ts)
+            for key, value, headers, ts in sent
+        ]
+        assert p.flush(60) == 0
+        placed = [f.result() for f in futures]
+    for (key, *_), meta in zip(sent, placed, strict=True):
+        assert meta.partition == default_partition(key, 3)
+    with Consumer(settings(shared_cluster, **{"auto.offset.reset": "earliest"})) as c:
+        c.assign([TopicPartition(topic, p) for p in range(3)])
+        got = read(c, 300)
+    assert sorted((r.key, r.value, list(r.headers), r.timestamp) for r in got) == sorted(
+        (k, v, h, ts) for k, v, h, ts in sent
+    )
+    by_offset = {(r.partition, r.offset): r.key for r in got}
+    assert {(m.partition, m.offset) for m in placed} == set(by_offset)
+
+
+def test_async_clients_under_trio_and_asyncio(shared_cluster: LocalCluster) -> None:
+    topic = unique_topic("aio")
+    create_topic(shared_cluster, topic, partitions=1, replication_factor=3)
+
+    async def round_trip(tag: bytes) -> list[bytes]:
+        async with AsyncProducer(settings(shared_cluster, **{"linger.ms": 2})) as producer:
+            for i in range(50):
+                await producer.produce(topic, tag + b"%d" % i)
+            await producer.flush(30)
+        async with AsyncConsumer(
+            settings(shared_cluster, **{"auto.offset.reset": "earliest"})
+        ) as c:
+            c.assign([TopicPartition(topic, 0)])
+            got: list[ConsumerRecord] = []
+            while len([r for r in got if r.value.startswith(tag)]) < 50:
+                got += await c.getmany(timeout=5)
+            return [r.value for r in got if r.value.startswith(tag)]
+
+    import trio
+
+    assert trio.run(round_trip, b"trio-") == [b"trio-%d" % i for i in range(50)]
+    assert asyncio.run(round_trip(b"asyncio-")) == [b"asyncio-%d" % i for i in range(50)]
+
+
+def test_admin_operations(shared_cluster: LocalCluster) -> None:
+    topic = unique_topic("admin")
+    with AdminClient(settings(shared_cluster)) as admin:
+        admin.create_topics([NewTopic(topic, 2, 3, config={"retention.ms": "3600000"})])
+        wait_for(lambda: len(admin.describe_topics([topic])[topic].partitions) == 2, 30, "topic")
+        with pytest.raises(TopicAlreadyExistsError):
+            admin.create_topics([NewTopic(topic, 2, 3)])
+        resource = ConfigResource(ResourceType.TOPIC, topic)
+        assert admin.describe_configs([resource])[resource]["retention.ms"].value == "3600000"
+        admin.alter_configs({resource: {"retention.ms": "7200000"}})
+        assert admin.describe_configs([resource])[resource]["retention.ms"].value == "7200000"
+        admin.create_partitions({topic: 4})
+        wait_for(lambda: len(admin.describe_topics([topic])[topic].partitions) == 4, 30, "4 parts")
+        with Producer(settings(shared_cluster)) as p:
+            for i in range(10):
+                p.produce(topic, b"%d" % i, partition=0)
+        tp = TopicPartition(topic, 0)
+        assert admin.list_offsets({tp: "latest"})[tp].offset == 10
+        assert admin.delete_records({tp: 4}) == {tp: 4}
+        assert admin.list_offsets({tp: "earliest"})[tp].offset == 4
+        cluster = admin.describe_cluster()
+        assert [b.node_id for b in cluster.brokers] == [0, 1, 2]
+        election = admin.elect_leaders(ElectionType.PREFERRED, [tp])
+        assert election[tp] is None or isinstance(election[tp], ElectionNotNeededError)
+        admin.delete_topics([topic])  # accepted by the controller (see the next test)
+
+
+@pytest.mark.xfail(reason="gregor-broker: topic deletion does not complete yet", strict=False)
+def test_a_deleted_topic_disappears(shared_cluster: LocalCluster) -> None:
+    topic = unique_topic("deleted")
+    with AdminClient(settings(shared_cluster)) as admin:
+        admin.create_topics([NewTopic(topic, 1, 3)])
+        wait_for(lambda: topic in admin.list_topics(), 30, "the topic")
+        admin.delete_topics([topic])
+        wait_for(lambda: topic not in admin.list_topics(), 30, "the topic to go")
+
+
+class _Poller:
+    """A group member polling on a thread of its own."""
+
+    def __init__(self, consumer: Consumer, topic: str) -> None:
+        import threading
+
+        self.consumer = consumer
+        consumer.subscribe([topic])
+        self.records: list[ConsumerRecord] = []
+        self.stopped = False
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stopped:
+            self.records += self.consumer.consume(100, timeout=0.2)
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.thread.join(30)
+        self.consumer.close()
+
+
+def until(predicate: Callable[[], bool], what: str, timeout: float = 60) -> None:
+    wait_for(predicate, timeout, what)
+
+
+def test_a_group_of_three_shares_twelve_partitions_and_commits(
+    shared_cluster: LocalCluster,
+) -> None:
+    topic = unique_topic("group")
+    group = unique_topic("g")
+    create_topic(shared_cluster, topic, partitions=12, replication_factor=3)
+    with Producer(settings(shared_cluster)) as p:
+        for i in range(1200):
+            p.produce(topic, b"%d" % i, partition=i % 12)
+    members = [
+        _Poller(
+            Consumer(
+                settings(
+                    shared_cluster,
+                    **{
+                        "group.id": group,
+                        "auto.offset.reset": "earliest",
+                        "partition.assignment.strategy": "range",
+                        "auto.commit.interval.ms": 200,
+                    },
+                )
+            ),
+            topic,
+        )
+        for _ in range(3)
+    ]
+    try:
+        until(
+            lambda: sorted(len(m.consumer.assignment()) for m in members) == [4, 4, 4],
+            "four partitions each",
+        )
+        until(lambda: sum(len(m.records) for m in members) >= 1200, "every record")
+    finally:
+        for m in members:
+            m.stop()
+    values = [r.value for m in members for r in m.records]
+    assert sorted(values) == sorted(b"%d" % i for i in range(1200))
+    with AdminClient(settings(shared_cluster)) as admin:
+        offsets = admin.list_group_offsets(group)
+        assert {tp.partition for tp in offsets} == set(range(12))
+        assert all(o.committed.offset == 100 and o.lag == 0 for o in offsets.values())
