@@ -86,7 +86,7 @@ def wait_for(predicate: Callable[[], bool], timeout: float, what: str, step: flo
 
 
 def find_coordinator(cluster: LocalCluster, group: str, timeout: float = 60.0) -> BrokerProcess:
-    """The broker coordinating `group`, asked of the live brokers until one knows."""
+    """The live broker coordinating `group`, asked of the live brokers until one knows."""
     found: list[int] = []
 
     def ask() -> bool:
@@ -100,7 +100,11 @@ def find_coordinator(cluster: LocalCluster, group: str, timeout: float = 60.0) -
                     )
             except OSError:
                 continue
-            if response.error_code == ErrorCode.NONE:
+            # A broker that was killed is named until the controller moves its partitions.
+            if (
+                response.error_code == ErrorCode.NONE
+                and cluster.broker(response.node_id).is_running()
+            ):
                 found.append(response.node_id)
                 return True
         return False
