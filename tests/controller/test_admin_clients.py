@@ -21,14 +21,36 @@ from confluent_kafka.admin import (
 )
 
 from gregor.broker.devcluster import LocalCluster
-from gregor_testing.cluster import partitions_of, unique_topic, wait_for, wait_for_topic
+from gregor_testing.cluster import (
+    metadata,
+    partitions_of,
+    unique_topic,
+    wait_for,
+    wait_for_topic,
+)
 
 TIMEOUT = 60
 
 
 @pytest.fixture(scope="module")
 def admin(shared_cluster: LocalCluster) -> Iterator[AdminClient]:
+    # The cluster answers ApiVersions before its first controller is elected: wait for
+    # every broker to know the controller and all three brokers.
+    def settled() -> bool:
+        for broker in shared_cluster.brokers:
+            answer = metadata(shared_cluster, [], broker.broker_id)
+            if answer.controller_id < 0 or len(answer.brokers) != 3:
+                return False
+        return True
+
+    wait_for(settled, 60, "a controller known to every broker")
     yield AdminClient({"bootstrap.servers": shared_cluster.bootstrap_servers})
+
+
+def on_controller(cluster: LocalCluster, topic: str) -> dict[int, Any]:
+    """The topic's partitions as the controller's broker sees them: admin requests are
+    answered once its metadata shows their result (the other brokers follow shortly)."""
+    return partitions_of(cluster, topic, metadata(cluster, []).controller_id)
 
 
 def result(futures: dict[Any, Any], key: Any) -> Any:
@@ -65,14 +87,14 @@ def test_create_topics_with_defaults_configs_and_assignments(
     )
     for name in (plain, configured, placed):
         assert result(futures, name) is None
-    # The answer came after the metadata had spread: every broker knows the leaders now.
-    partitions = partitions_of(shared_cluster, plain, broker_id=1)
+    # The answer came once the controller's broker knew every leader.
+    partitions = on_controller(shared_cluster, plain)
     assert sorted(partitions) == [0, 1, 2]
     assert all(len(p.replica_nodes) == 2 and p.leader_id >= 0 for p in partitions.values())
     # Leaders are spread round robin, the preferred replica leading.
     assert sorted(p.leader_id for p in partitions.values()) == [0, 1, 2]
     assert all(p.leader_id == p.replica_nodes[0] for p in partitions.values())
-    placed_parts = partitions_of(shared_cluster, placed)
+    placed_parts = on_controller(shared_cluster, placed)
     assert [placed_parts[0].replica_nodes, placed_parts[1].replica_nodes] == [[2, 0], [0, 1]]
     described = result(
         admin.describe_configs([ConfigResource(ResourceType.TOPIC, configured)]),
@@ -111,17 +133,22 @@ def test_create_topics_errors_are_kafkas(shared_cluster: LocalCluster, admin: Ad
 def test_validate_only_creates_nothing(shared_cluster: LocalCluster, admin: AdminClient) -> None:
     name = unique_topic()
     assert result(admin.create_topics([NewTopic(name, 2, 2)], validate_only=True), name) is None
-    assert partitions_of(shared_cluster, name) == {}
+    assert on_controller(shared_cluster, name) == {}
     assert result(admin.create_topics([NewTopic(name, 2, 2)]), name) is None
-    assert len(partitions_of(shared_cluster, name)) == 2
+    assert len(on_controller(shared_cluster, name)) == 2
 
 
 def test_delete_topics(shared_cluster: LocalCluster, admin: AdminClient) -> None:
     name = unique_topic()
     assert result(admin.create_topics([NewTopic(name, 2, 3)]), name) is None
     assert result(admin.delete_topics([name], operation_timeout=30), name) is None
+    assert on_controller(shared_cluster, name) == {}
     for broker in shared_cluster.brokers:
-        assert partitions_of(shared_cluster, name, broker.broker_id) == {}
+        wait_for(
+            lambda b=broker: partitions_of(shared_cluster, name, b.broker_id) == {},
+            30,
+            f"broker {broker.broker_id} to forget {name}",
+        )
     # Every replica was deleted: its directory renamed for removal, as Kafka does.
     for broker in shared_cluster.brokers:
         wait_for(
@@ -142,12 +169,12 @@ def test_create_partitions(shared_cluster: LocalCluster, admin: AdminClient) -> 
     name = unique_topic()
     assert result(admin.create_topics([NewTopic(name, 1, 2)]), name) is None
     assert result(admin.create_partitions([NewPartitions(name, 4)]), name) is None
-    parts = partitions_of(shared_cluster, name, broker_id=2)
+    parts = on_controller(shared_cluster, name)
     assert sorted(parts) == [0, 1, 2, 3]
     assert all(len(p.replica_nodes) == 2 for p in parts.values())
     explicit = admin.create_partitions([NewPartitions(name, 5, replica_assignment=[[1, 2]])])
     assert result(explicit, name) is None
-    assert partitions_of(shared_cluster, name)[4].replica_nodes == [1, 2]
+    assert on_controller(shared_cluster, name)[4].replica_nodes == [1, 2]
     wait_for_topic(shared_cluster, name, 5)
     shrink = admin.create_partitions([NewPartitions(name, 2)])
     assert error_of(shrink, name).code() == KafkaError.INVALID_PARTITIONS

@@ -8,7 +8,12 @@ from gregor.broker.zk.client import (
     TopicExistsError,
     UpdateLeaderAndIsrResult,
 )
-from gregor.broker.zk.session import SessionListener, ZooKeeperClosedError, ZooKeeperError
+from gregor.broker.zk.session import (
+    SessionListener,
+    ZooKeeperClosedError,
+    ZooKeeperError,
+    ZooKeeperSessionExpiredError,
+)
 from gregor.broker.zk.znodes import (
     BrokerEndpoint,
     BrokerRegistration,
@@ -38,4 +43,5 @@ __all__ = [
     "ZNodeDataError",
     "ZooKeeperClosedError",
     "ZooKeeperError",
+    "ZooKeeperSessionExpiredError",
 ]

@@ -49,6 +49,14 @@ class ZooKeeperClosedError(ZooKeeperError):
     """The client was closed while an operation waited for the connection."""
 
 
+class ZooKeeperSessionExpiredError(ZooKeeperError):
+    """The session expired during the call: its ephemeral znodes and watches are gone.
+
+    The client starts a new session by itself and tells the session listeners; the call
+    may be made again then.
+    """
+
+
 class SessionListener(Protocol):
     """Told, in the trio thread, when the session expires and when a new one starts."""
 
@@ -158,6 +166,8 @@ class ZkSession:
                 return fn()
             except _RETRIABLE:
                 self._wait_connected()
+            except SessionExpiredError as exc:
+                raise ZooKeeperSessionExpiredError("the ZooKeeper session expired") from exc
             except ConnectionClosedError as exc:
                 if self._closing:
                     raise ZooKeeperClosedError("the ZooKeeper client was closed") from exc
@@ -188,6 +198,8 @@ class ZkSession:
                     results[i] = handle.get()
                 except _RETRIABLE:
                     pending.append(i)
+                except SessionExpiredError as exc:
+                    raise ZooKeeperSessionExpiredError("the ZooKeeper session expired") from exc
                 except KazooException as exc:
                     results[i] = exc
             if pending:
@@ -278,10 +290,10 @@ def _stop_kazoo(zk: KazooClient) -> None:
 
 
 __all__ = [
-    "SessionExpiredError",
     "SessionListener",
     "ZkSession",
     "ZooKeeperClosedError",
     "ZooKeeperError",
+    "ZooKeeperSessionExpiredError",
     "split_chroot",
 ]
