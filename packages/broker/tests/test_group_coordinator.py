@@ -232,15 +232,13 @@ class Harness:
             else OffsetAndMetadata(o, None, "", self.wall[0])
             for tp, o in offsets.items()
         }
-        self.coordinator.handle_commit_offsets(
-            group, member_id, instance, generation, values, reply
-        )
+        self.coordinator.offsets.commit(group, member_id, instance, generation, values, reply)
         return await reply.wait()
 
     def fetch(
         self, group: str, partitions: Sequence[tuple[str, int]] | None = None, stable: bool = False
     ) -> tuple[int, dict[tuple[str, int], FetchedOffset]]:
-        return self.coordinator.handle_fetch_offsets(group, stable, partitions)
+        return self.coordinator.offsets.fetch(group, stable, partitions)
 
     def group(self, group_id: str):  # type: ignore[no-untyped-def]
         return self.coordinator.manager.get_group(group_id)
@@ -332,7 +330,7 @@ async def test_member_id_required_then_initial_delay_then_sync(
     )
     assert synced == SyncResult(E.NONE, "consumer", "range", b"assigned")
     assert h.state("g") is GroupState.STABLE
-    summary = h.coordinator.handle_describe_group("g")
+    summary = h.coordinator.admin.describe_group("g")
     assert (summary.error, summary.state, summary.protocol) == (E.NONE, "Stable", "range")
     assert [(m.member_id, m.client_host, m.metadata, m.assignment) for m in summary.members] == [
         (first.member_id, "/127.0.0.1", RANGE[0][1], b"assigned")
@@ -439,8 +437,8 @@ async def test_not_coordinator_for_groups_of_partitions_led_elsewhere(
     assert (await h.join(group)).error == E.NOT_COORDINATOR
     assert h.heartbeat(group, "m", 1) == E.NOT_COORDINATOR
     assert h.fetch(group) == (E.NOT_COORDINATOR, {})
-    assert h.coordinator.handle_describe_group(group).error == E.NOT_COORDINATOR
-    assert h.coordinator.handle_delete_groups([group]) == {group: E.NOT_COORDINATOR}
+    assert h.coordinator.admin.describe_group(group).error == E.NOT_COORDINATOR
+    assert h.coordinator.admin.delete_groups([group]) == {group: E.NOT_COORDINATOR}
     # Other partitions' groups are served as before.
     assert (await h.join(group_on(1))).error == E.NONE
 
@@ -724,9 +722,7 @@ async def test_fetch_never_returns_a_commit_being_written(
     assert await h.commit("g", {tp: 1}) == {tp: E.NONE}
     h.topic.hold = trio.Event()
     reply: Reply[dict[tuple[str, int], int]] = Reply()
-    h.coordinator.handle_commit_offsets(
-        "g", "", None, -1, {tp: OffsetAndMetadata(2, None, "", 0)}, reply
-    )
+    h.coordinator.offsets.commit("g", "", None, -1, {tp: OffsetAndMetadata(2, None, "", 0)}, reply)
     await trio.sleep(1)
     assert not reply.done
     assert h.fetch("g", [tp]) == (E.NONE, {tp: FetchedOffset(1, None, "")})
@@ -808,24 +804,24 @@ async def test_oversized_member_metadata(
 
 
 async def test_delete_offsets(h: Harness, autojump_clock: MockClock) -> None:
-    assert h.coordinator.handle_delete_offsets("nope", [("t", 0)]) == (E.GROUP_ID_NOT_FOUND, {})
+    assert h.coordinator.offsets.delete("nope", [("t", 0)]) == (E.GROUP_ID_NOT_FOUND, {})
     await h.commit("simple", {("t", 0): 1, ("t", 1): 2})
-    error, results = h.coordinator.handle_delete_offsets("simple", [("t", 0)])
+    error, results = h.coordinator.offsets.delete("simple", [("t", 0)])
     assert (error, results) == (E.NONE, {("t", 0): E.NONE})
     assert h.fetch("simple")[1] == {("t", 1): FetchedOffset(2, None, "")}
     assert h.group_records("simple")[-1].value is None  # the tombstone
     # A live consumer group keeps the offsets of topics it subscribes to.
     [member] = await h.stable_group("g", 1)
     await h.commit("g", {("t1", 0): 1, ("other", 0): 2}, member_id=member.member_id, generation=1)
-    error, results = h.coordinator.handle_delete_offsets("g", [("t1", 0), ("other", 0)])
+    error, results = h.coordinator.offsets.delete("g", [("t1", 0), ("other", 0)])
     assert (error, results) == (
         E.NONE,
         {("t1", 0): E.GROUP_SUBSCRIBED_TO_TOPIC, ("other", 0): E.NONE},
     )
     # A live group of another protocol type: not at all.
     await h.join_all("connect", [{"protocol_type": "connect"}])
-    assert h.coordinator.handle_delete_offsets("connect", [("t", 0)]) == (E.NON_EMPTY_GROUP, {})
-    assert h.coordinator.handle_delete_offsets("", [("t", 0)]) == (E.INVALID_GROUP_ID, {})
+    assert h.coordinator.offsets.delete("connect", [("t", 0)]) == (E.NON_EMPTY_GROUP, {})
+    assert h.coordinator.offsets.delete("", [("t", 0)]) == (E.INVALID_GROUP_ID, {})
 
 
 async def test_delete_groups(h: Harness, autojump_clock: MockClock) -> None:
@@ -834,7 +830,7 @@ async def test_delete_groups(h: Harness, autojump_clock: MockClock) -> None:
     [member] = await h.stable_group("left", 1)
     h.coordinator.handle_leave_group("left", [(member.member_id, None, None)])
     assert h.state("left") is GroupState.EMPTY
-    results = h.coordinator.handle_delete_groups(["live", "simple", "left", "nope", "simple"])
+    results = h.coordinator.admin.delete_groups(["live", "simple", "left", "nope", "simple"])
     assert results == {
         "live": E.NON_EMPTY_GROUP,
         "simple": E.NONE,
@@ -852,32 +848,32 @@ async def test_delete_groups(h: Harness, autojump_clock: MockClock) -> None:
         GroupMetadataKey("left"),
         None,
     )
-    assert h.coordinator.handle_delete_groups(["left"]) == {"left": E.GROUP_ID_NOT_FOUND}
+    assert h.coordinator.admin.delete_groups(["left"]) == {"left": E.GROUP_ID_NOT_FOUND}
 
 
 async def test_list_and_describe_groups(h: Harness, autojump_clock: MockClock) -> None:
     await h.stable_group("stable", 1)
     await h.commit("empty", {("t", 0): 1})
     h.join_soon("preparing")
-    error, groups = h.coordinator.handle_list_groups([], [])
+    error, groups = h.coordinator.admin.list_groups([], [])
     assert error == E.NONE
     assert sorted((g.group_id, g.protocol_type, g.state, g.group_type) for g in groups) == [
         ("empty", "", "Empty", "classic"),
         ("preparing", "consumer", "PreparingRebalance", "classic"),
         ("stable", "consumer", "Stable", "classic"),
     ]
-    _, groups = h.coordinator.handle_list_groups(["STABLE", "empty"], [])
+    _, groups = h.coordinator.admin.list_groups(["STABLE", "empty"], [])
     assert sorted(g.group_id for g in groups) == ["empty", "stable"]
-    assert h.coordinator.handle_list_groups([], ["consumer"]) == (E.NONE, [])
-    assert len(h.coordinator.handle_list_groups([], ["Classic"])[1]) == 3
-    described = h.coordinator.handle_describe_group("preparing")
+    assert h.coordinator.admin.list_groups([], ["consumer"]) == (E.NONE, [])
+    assert len(h.coordinator.admin.list_groups([], ["Classic"])[1]) == 3
+    described = h.coordinator.admin.describe_group("preparing")
     assert (described.state, described.protocol, described.protocol_type) == (
         "PreparingRebalance",
         "",
         "consumer",
     )
     assert [(m.metadata, m.assignment) for m in described.members] == [(b"", b"")]
-    unknown = h.coordinator.handle_describe_group("nope")
+    unknown = h.coordinator.admin.describe_group("nope")
     assert (unknown.error, unknown.state, unknown.members) == (E.NONE, "Dead", ())
 
 
@@ -893,7 +889,7 @@ async def test_a_new_coordinator_loads_groups_and_offsets(
     await first.commit("simple", {("t", 0): 5})
     await first.commit("simple", {("t", 0): 6})
     await first.commit("deleted", {("t", 0): 1})
-    first.coordinator.handle_delete_groups(["deleted"])
+    first.coordinator.admin.delete_groups(["deleted"])
     for partition in range(PARTITIONS):
         first.coordinator.on_resignation(partition, 1)
     assert (await first.join("g", a.member_id, instance="ia")).error == E.NOT_COORDINATOR
@@ -903,7 +899,7 @@ async def test_a_new_coordinator_loads_groups_and_offsets(
     partition = second.partition_for("g")
     second.on_election(partition, 2)
     # While it loads: retry later.
-    assert second.handle_fetch_offsets("g", False, None) == (E.COORDINATOR_LOAD_IN_PROGRESS, {})
+    assert second.offsets.fetch("g", False, None) == (E.COORDINATOR_LOAD_IN_PROGRESS, {})
     assert second.handle_heartbeat("g", a.member_id, "ia", 1) == E.NONE
     reply: Reply[SyncResult] = Reply()
     second.handle_sync_group("g", 1, a.member_id, None, None, "ia", {}, reply)
@@ -921,7 +917,7 @@ async def test_a_new_coordinator_loads_groups_and_offsets(
     assert group.current_static_member_id("ia") == a.member_id
     assert group.leader_id == a.leader_id
     assert group.subscribed_topics == {"t1"}
-    assert second.handle_fetch_offsets("g", False, None) == (
+    assert second.offsets.fetch("g", False, None) == (
         E.NONE,
         {("t1", 0): FetchedOffset(11, None, ""), ("t1", 1): FetchedOffset(12, None, "")},
     )
@@ -931,9 +927,7 @@ async def test_a_new_coordinator_loads_groups_and_offsets(
         second.on_election(second.partition_for(name), 2)
     while second.manager.loading:
         await trio.sleep(0.001)
-    assert second.handle_fetch_offsets("simple", False, None)[1] == {
-        ("t", 0): FetchedOffset(6, None, "")
-    }
+    assert second.offsets.fetch("simple", False, None)[1] == {("t", 0): FetchedOffset(6, None, "")}
     assert second.manager.get_group("deleted") is None
 
 

@@ -251,7 +251,7 @@ async def offset_commit(
         )
     elif known:
         reply: Reply[dict[TopicPartition, int]] = Reply()
-        ctx.broker.group_coordinator.handle_commit_offsets(
+        ctx.broker.group_coordinator.offsets.commit(
             request.group_id,
             request.member_id,
             request.group_instance_id,
@@ -303,7 +303,7 @@ async def offset_fetch(
             if request.topics is None
             else [(t.name, p) for t in request.topics for p in t.partition_indexes]
         )
-        error, found = coordinator.handle_fetch_offsets(
+        error, found = coordinator.offsets.fetch(
             request.group_id, request.require_stable, partitions
         )
         topics = [
@@ -321,9 +321,7 @@ async def offset_fetch(
             if group.topics is None
             else [(t.name, p) for t in group.topics for p in t.partition_indexes]
         )
-        error, found = coordinator.handle_fetch_offsets(
-            group.group_id, request.require_stable, partitions
-        )
+        error, found = coordinator.offsets.fetch(group.group_id, request.require_stable, partitions)
         groups.append(
             OffsetFetchResponseGroup(
                 group_id=group.group_id,
@@ -390,7 +388,7 @@ async def offset_delete(
 ) -> OffsetDeleteResponse:
     requested = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     known, errors = _known_partitions(ctx, requested)
-    error, results = ctx.broker.group_coordinator.handle_delete_offsets(request.group_id, known)
+    error, results = ctx.broker.group_coordinator.offsets.delete(request.group_id, known)
     if error != ErrorCode.NONE:
         return OffsetDeleteResponse(error_code=error)
     errors.update(results)
@@ -411,7 +409,7 @@ async def offset_delete(
 async def list_groups(
     ctx: RequestContext, request: ListGroupsRequest, version: int
 ) -> ListGroupsResponse:
-    error, groups = ctx.broker.group_coordinator.handle_list_groups(
+    error, groups = ctx.broker.group_coordinator.admin.list_groups(
         request.states_filter, request.types_filter
     )
     return ListGroupsResponse(
@@ -427,7 +425,7 @@ async def describe_groups(
     coordinator = ctx.broker.group_coordinator
     described = []
     for group_id in request.groups:
-        summary = coordinator.handle_describe_group(group_id)
+        summary = coordinator.admin.describe_group(group_id)
         ops = (
             GROUP_AUTHORIZED
             if request.include_authorized_operations and summary.error == ErrorCode.NONE
@@ -461,7 +459,7 @@ async def describe_groups(
 async def delete_groups(
     ctx: RequestContext, request: DeleteGroupsRequest, version: int
 ) -> DeleteGroupsResponse:
-    results = ctx.broker.group_coordinator.handle_delete_groups(request.groups_names)
+    results = ctx.broker.group_coordinator.admin.delete_groups(request.groups_names)
     return DeleteGroupsResponse(
         results=[DeletableGroupResult(group_id, error) for group_id, error in results.items()]
     )

@@ -1,0 +1,77 @@
+"""ListGroups, DescribeGroups and DeleteGroups."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection
+
+from gregor.broker.coordinator.group.checks import RequestChecks
+from gregor.broker.coordinator.group.group import GroupMetadata
+from gregor.broker.coordinator.group.manager import GroupMetadataManager
+from gregor.broker.coordinator.group.results import GroupOverview, GroupSummary
+from gregor.broker.coordinator.group.state import GroupState
+from gregor.protocol.apis import ApiKey
+from gregor.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+CLASSIC = "classic"
+
+
+class GroupAdmin:
+    def __init__(self, checks: RequestChecks, manager: GroupMetadataManager) -> None:
+        self.checks = checks
+        self.manager = manager
+
+    def delete_groups(self, group_ids: Collection[str]) -> dict[str, int]:
+        errors: dict[str, int] = {}
+        doomed: list[GroupMetadata] = []
+        for group_id in dict.fromkeys(group_ids):
+            error = self.checks.group_status(group_id, ApiKey.DELETE_GROUPS)
+            if error is not None:
+                errors[group_id] = error
+                continue
+            group = self.manager.get_group(group_id)
+            if group is None or group.is_(GroupState.DEAD):
+                errors[group_id] = self.checks.missing_group(group_id)
+            elif group.is_(GroupState.EMPTY):
+                group.transition_to(GroupState.DEAD, self.manager.now_ms())
+                doomed.append(group)
+            else:
+                errors[group_id] = ErrorCode.NON_EMPTY_GROUP
+        if doomed:
+            removed = self.manager.cleanup_group_metadata(doomed, lambda g: g.remove_all_offsets())
+            for group in doomed:
+                errors[group.group_id] = ErrorCode.NONE
+            log.info(
+                "deleted groups %s (%d offsets removed)", [g.group_id for g in doomed], removed
+            )
+        return errors
+
+    def list_groups(
+        self, states: Collection[str], types: Collection[str]
+    ) -> tuple[int, list[GroupOverview]]:
+        if not self.checks.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+        error = (
+            ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.manager.is_loading else ErrorCode.NONE
+        )
+        wanted_states = {s.lower() for s in states}
+        # Every group here is a classic group: another type filter matches none.
+        if types and CLASSIC not in {t.lower() for t in types}:
+            return error, []
+        groups = [
+            group.overview()
+            for group in self.manager.groups.values()
+            if not wanted_states or str(group.state).lower() in wanted_states
+        ]
+        return error, groups
+
+    def describe_group(self, group_id: str) -> GroupSummary:
+        error = self.checks.group_status(group_id, ApiKey.DESCRIBE_GROUPS)
+        if error is not None:
+            return GroupSummary(error, "")
+        group = self.manager.get_group(group_id)
+        if group is None:
+            return GroupSummary(ErrorCode.NONE, str(GroupState.DEAD))
+        return group.summary()
