@@ -65,7 +65,7 @@ from gregor.broker.controller.replicas import ReplicaStateMachine
 from gregor.broker.controller.settings import ControllerSettings
 from gregor.broker.zk import znodes
 from gregor.broker.zk.client import ControllerMovedError, KafkaZkClient
-from gregor.broker.zk.session import ZooKeeperClosedError
+from gregor.broker.zk.session import ZooKeeperClosedError, ZooKeeperSessionExpiredError
 from gregor.broker.zk.znodes import (
     BrokerRegistration,
     ReplicaAssignment,
@@ -175,6 +175,11 @@ class Controller:
                 await self._maybe_resign()
             except ZooKeeperClosedError:
                 return
+            except ZooKeeperSessionExpiredError:
+                # The session listener queued the resignation; nothing else to do here.
+                log.info(
+                    "the ZooKeeper session expired while %s was processed", type(event).__name__
+                )
             except Exception:
                 log.exception("the controller failed to process %s", type(event).__name__)
 
