@@ -18,6 +18,7 @@ import os
 import uuid
 from typing import Any
 
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from gregor.protocol import schema
@@ -30,6 +31,18 @@ FUZZ_SCALE = max(1, int(os.environ.get("GREGOR_FUZZ_SCALE", "1")))
 
 def scaled(examples: int) -> int:
     return examples * FUZZ_SCALE
+
+
+def message_settings(examples: int) -> settings:
+    """Settings of a property test over messages: `examples` per run, times the scale.
+
+    No deadline (this machine is slow and shared), and large drawn messages are fine.
+    """
+    return settings(
+        max_examples=scaled(examples),
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
 
 
 def _int_range(bits: int, signed: bool) -> st.SearchStrategy[int]:

@@ -7,7 +7,7 @@ version sees exactly the fields, nullability and tagged fields it has.
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from gregor.protocol.apis import REQUESTS, RESPONSES
@@ -19,7 +19,7 @@ from gregor.protocol.framing import (
     request_header_version,
 )
 from gregor.protocol.schema import Message, Request
-from gregor_testing.message_strategies import messages, scaled
+from gregor_testing.message_strategies import message_settings, messages
 
 CASES = [
     pytest.param(cls, version, id=f"{cls.__name__}-v{version}")
@@ -30,11 +30,7 @@ CASES = [
 
 
 @pytest.mark.parametrize(("cls", "version"), CASES)
-@settings(
-    max_examples=scaled(6),
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@message_settings(6)
 @given(data=st.data(), correlation_id=st.integers(-(2**31), 2**31 - 1))
 def test_round_trip(
     cls: type[Message], version: int, data: st.DataObject, correlation_id: int

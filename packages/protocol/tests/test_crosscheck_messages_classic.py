@@ -20,12 +20,12 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, reject, settings
+from hypothesis import given, reject
 from hypothesis import strategies as st
 
 from gregor.protocol.apis import REQUESTS, RESPONSES
 from gregor.protocol.schema import Message, Struct, StructOf
-from gregor_testing.message_strategies import messages, scaled
+from gregor_testing.message_strategies import message_settings, messages
 
 INT32_MIN = -(2**31)
 
@@ -179,11 +179,7 @@ def _leaves(schema: Any, types: ModuleType) -> int:
 
 
 @pytest.mark.parametrize(("cls", "version", "schema", "types"), CASES)
-@settings(
-    max_examples=scaled(3),
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@message_settings(3)
 @given(data=st.data())
 def test_classic_classes_and_gregor_read_each_other(
     cls: type[Message], version: int, schema: Any, types: ModuleType, data: st.DataObject

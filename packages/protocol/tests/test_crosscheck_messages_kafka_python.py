@@ -16,7 +16,7 @@ from typing import Any
 
 import kafka.protocol
 import pytest
-from hypothesis import HealthCheck, given, reject, settings
+from hypothesis import given, reject
 from hypothesis import strategies as st
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.schemas.fields.codecs import BitField
@@ -24,7 +24,7 @@ from kafka.protocol.schemas.fields.codecs import BitField
 from gregor.protocol.apis import REQUESTS, RESPONSES
 from gregor.protocol.apis.api_versions import ApiVersionsResponse
 from gregor.protocol.schema import UUID, ArrayOf, Field, Message, Struct, StructOf
-from gregor_testing.message_strategies import as_tree, messages, scaled
+from gregor_testing.message_strategies import as_tree, message_settings, messages
 
 INT32_MIN = -(2**31)
 
@@ -135,11 +135,7 @@ def drop_unknown_tags(value: Any) -> None:
 
 
 @pytest.mark.parametrize(("cls", "version", "theirs"), CASES)
-@settings(
-    max_examples=scaled(3),
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@message_settings(3)
 @given(data=st.data())
 def test_kafka_python_and_gregor_read_each_other(
     cls: type[Message], version: int, theirs: type[Any], data: st.DataObject

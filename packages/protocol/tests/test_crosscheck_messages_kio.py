@@ -17,7 +17,7 @@ import uuid
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from kio.index import UnknownEntity, load_request_schema, load_response_schema
 from kio.schema.index import api_key_map as kio_api_names
@@ -26,7 +26,7 @@ from kio.static.primitive import Records
 
 from gregor.protocol.apis import REQUESTS, RESPONSES
 from gregor.protocol.schema import Message
-from gregor_testing.message_strategies import as_tree, scaled
+from gregor_testing.message_strategies import as_tree, message_settings
 
 # kio leaves record data to the user's strategies; it is opaque bytes at this layer.
 st.register_type_strategy(Records, st.binary(max_size=48).map(Records))
@@ -93,11 +93,7 @@ def kio_decode(kio_cls: type[Any], data: bytes) -> Any:
 
 
 @pytest.mark.parametrize(("cls", "version", "kio_cls"), CASES)
-@settings(
-    max_examples=scaled(3),
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@message_settings(3)
 @given(data=st.data())
 def test_kio_and_gregor_read_each_other(
     cls: type[Message], version: int, kio_cls: type[Any], data: st.DataObject

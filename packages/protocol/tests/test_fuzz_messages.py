@@ -15,7 +15,7 @@ import random
 from collections.abc import Callable
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from gregor.protocol.apis import REQUESTS, RESPONSES, ApiKey, api_name
@@ -28,7 +28,7 @@ from gregor.protocol.framing import (
     encode_response,
 )
 from gregor.protocol.schema import Message, Request
-from gregor_testing.message_strategies import messages, scaled
+from gregor_testing.message_strategies import message_settings, messages
 
 MUTATIONS_PER_MESSAGE = 40
 MAX_FRAME = 1 << 20
@@ -128,11 +128,7 @@ def check_frame(cls: type[Message], version: int, stream: bytes, chunk: int) -> 
 
 
 @pytest.mark.parametrize("key", sorted(REQUESTS), ids=api_name)
-@settings(
-    max_examples=scaled(3),
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@message_settings(3)
 @given(data=st.data(), seed=st.integers(0, 2**32 - 1))
 def test_mutated_frames_raise_only_protocol_errors(
     key: int, data: st.DataObject, seed: int
