@@ -160,3 +160,32 @@ def test_end_offset_for_epoch(open_test_log: LogOpener) -> None:
     assert log.end_offset_for_epoch(2) == (1, 2)
     assert log.end_offset_for_epoch(3) == (3, 3)
     assert log.end_offset_for_epoch(4) is None
+
+
+def test_idle_segments_let_their_descriptors_go(open_test_log: LogOpener) -> None:
+    from gregor.storage.segment import OPEN_SEGMENTS
+
+    def open_files(directory: str) -> int:
+        count = 0
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                count += os.readlink(f"/proc/self/fd/{fd}").startswith(directory)
+            except OSError:
+                pass
+        return count
+
+    limit = OPEN_SEGMENTS.limit
+    OPEN_SEGMENTS.limit = 4
+    try:
+        log = open_test_log(segment_bytes=150, index_interval_bytes=1)
+        _fill(log, 40, 1)
+        assert len(log.segments) == 40
+        # every segment read once: at most 4 inactive ones (and the active one) stay open
+        offsets = [s.base_offset for s in log.segments]
+        for offset in offsets:
+            assert log.read(offset, 10**6).records.read()
+        assert open_files(str(log.dir)) <= 3 * 5
+        # evicted segments reopen transparently
+        assert _offsets(log.read(offsets[0], 10**6).records.read()) == [(0, 0)]
+    finally:
+        OPEN_SEGMENTS.limit = limit

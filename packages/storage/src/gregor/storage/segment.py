@@ -15,7 +15,11 @@ from __future__ import annotations
 import logging
 import os
 import random
+import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
@@ -38,6 +42,53 @@ log = logging.getLogger(__name__)
 
 BatchCallback = Callable[[BatchHeader, memoryview], None]
 IndexT = TypeVar("IndexT", OffsetIndex, TimeIndex)
+
+
+class OpenSegments:
+    """A bound on the inactive segments whose files are open, least recently used first out.
+
+    Each open segment costs descriptors: its `.log`, and one per mapped index (CPython's mmap
+    keeps a duplicate of the descriptor it maps). An evicted segment only drops its
+    references, so a thread still reading through them finishes first; its files reopen on
+    the next use. The active segments are not counted.
+    """
+
+    def __init__(self, limit: int = 1000) -> None:
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._open: OrderedDict[int, weakref.ref[LogSegment]] = OrderedDict()
+
+    def touch(self, segment: LogSegment) -> None:
+        key = id(segment)
+        with self._lock:
+            if key in self._open:
+                self._open.move_to_end(key)
+                return
+            self._open[key] = weakref.ref(segment, partial(self._collected, key))
+            evicted = []
+            while len(self._open) > self.limit:
+                _key, ref = self._open.popitem(last=False)
+                victim = ref()
+                if victim is not None:
+                    evicted.append(victim)
+        for victim in evicted:
+            victim.release_files()
+
+    def forget(self, segment: LogSegment) -> None:
+        self._forget(id(segment))
+
+    def _collected(self, key: int, _ref: weakref.ref[LogSegment]) -> None:
+        self._forget(key)
+
+    def _forget(self, key: int) -> None:
+        with self._lock:
+            self._open.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+
+OPEN_SEGMENTS = OpenSegments()
 
 
 class SegmentOffsetOverflowError(Exception):
@@ -106,7 +157,15 @@ class LogSegment:
         handle = self._log
         if handle is None:
             handle = self._log = FileHandle(self.log_path, os.O_RDWR)
+        if not self.active:
+            OPEN_SEGMENTS.touch(self)
         return handle
+
+    def release_files(self) -> None:
+        """Let an inactive segment's descriptors and mappings go (they reopen when needed)."""
+        if not self.active:
+            self._log = None
+            self._offset_index = self._time_index = None
 
     @property
     def offset_index(self) -> OffsetIndex:
@@ -129,6 +188,8 @@ class LogSegment:
         index = kind(path, self.base_offset, max_size, writable=self.active)
         if self.active:
             index.resize(max_size)
+        else:
+            OPEN_SEGMENTS.touch(self)
         return index
 
     @property
@@ -444,6 +505,7 @@ class LogSegment:
         if self.active:
             return
         self.active = True
+        OPEN_SEGMENTS.forget(self)
         for index in (self._offset_index, self._time_index):
             if index is not None:
                 index.make_writable()
@@ -457,6 +519,7 @@ class LogSegment:
         if self.config.preallocate and self._log is not None:
             self._log.truncate(self._size)
         self.active = False
+        OPEN_SEGMENTS.touch(self)
 
     def flush(self) -> None:
         """fsync the log and its indexes (called off the event loop)."""
