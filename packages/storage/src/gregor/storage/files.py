@@ -24,6 +24,7 @@ class FileHandle:
 
     def __init__(self, path: Path, flags: int = os.O_RDWR | os.O_CREAT, mode: int = 0o644) -> None:
         self.path = path
+        self._fd = -1  # so that __del__ of a failed open has nothing to close
         self._fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), mode)
 
     def fileno(self) -> int:
