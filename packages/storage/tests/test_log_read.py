@@ -185,7 +185,9 @@ def test_idle_segments_let_their_descriptors_go(open_test_log: LogOpener) -> Non
         for offset in offsets:
             assert log.read(offset, 10**6).records.read()
         assert open_files(str(log.dir)) <= 3 * 5
-        # evicted segments reopen transparently
+        # evicted segments reopen transparently, and are flushed by name
         assert _offsets(log.read(offsets[0], 10**6).records.read()) == [(0, 0)]
+        log.flush()
+        assert log.recovery_point == log.log_end_offset
     finally:
         OPEN_SEGMENTS.limit = limit

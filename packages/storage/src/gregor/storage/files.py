@@ -122,6 +122,15 @@ class FileSlice:
 EMPTY_SLICE = FileSlice(None, 0, 0)
 
 
+def fsync_path(path: Path) -> None:
+    """fsync a file by name: its dirty pages, whichever descriptor or mapping wrote them."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def fsync_dir(path: Path) -> None:
     """Make a rename or a new file in `path` durable."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))

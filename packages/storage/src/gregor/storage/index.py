@@ -25,7 +25,7 @@ import struct
 from pathlib import Path
 from typing import ClassVar, Final
 
-from gregor.storage.files import FileHandle
+from gregor.storage.files import FileHandle, fsync_path
 
 _OFFSET_ENTRY: Final = struct.Struct(">ii")
 _TIME_ENTRY: Final = struct.Struct(">qi")
@@ -166,11 +166,7 @@ class _MappedIndex:
         if handle is not None and not handle.closed:
             handle.fsync()
         elif self.path.exists():
-            fd = os.open(self.path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            fsync_path(self.path)
 
     def close(self) -> None:
         if self.writable:

@@ -13,7 +13,6 @@ excepted: Kafka requires a key on every record there, which needs the records).
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 import uuid
@@ -46,7 +45,7 @@ from gregor.storage.checkpoints import write_partition_metadata
 from gregor.storage.config import LONG_MAX, LogConfig
 from gregor.storage.deletion import DeletionQueue
 from gregor.storage.epoch_cache import LeaderEpochCache
-from gregor.storage.files import EMPTY_SLICE, FileSlice
+from gregor.storage.files import EMPTY_SLICE, FileSlice, fsync_path
 from gregor.storage.names import DELETED_SUFFIX, SWAP_SUFFIX, parse_partition_dir
 from gregor.storage.producer_state import (
     AppendOrigin,
@@ -590,12 +589,18 @@ class Log:
             snapshots, self._pending_snapshots = self._pending_snapshots, []
         try:
             for segment in segments:
-                segment.flush()
+                try:
+                    segment.flush()
+                except FileNotFoundError:
+                    if not segment.deleted:
+                        raise
+                    # deleted (retention, truncation) meanwhile: nothing of it to keep
             self.epoch_cache.flush()
             for path in snapshots:
-                _fsync_path(path)
-        except FileNotFoundError:
-            pass  # a segment deleted meanwhile has nothing left to flush
+                try:
+                    fsync_path(path)
+                except FileNotFoundError:
+                    pass  # removed with its segment
         except OSError as exc:
             raise self._storage_error("flush", exc) from exc
         with self._lock:
@@ -1053,11 +1058,3 @@ def apply_batch(
     done = info.append(header, data)
     psm.update(info)
     return done
-
-
-def _fsync_path(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

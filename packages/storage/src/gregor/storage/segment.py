@@ -27,7 +27,7 @@ from gregor.protocol.errors import CorruptRecordError, InvalidRecordError
 from gregor.protocol.records import BatchHeader, RecordBatch, verify_crc
 from gregor.storage.batches import read_batches, scan_headers
 from gregor.storage.config import LogConfig
-from gregor.storage.files import EMPTY_SLICE, FileHandle, FileSlice
+from gregor.storage.files import EMPTY_SLICE, FileHandle, FileSlice, fsync_path
 from gregor.storage.index import OffsetIndex, TimeIndex
 from gregor.storage.names import (
     INDEX_SUFFIX,
@@ -526,9 +526,16 @@ class LogSegment:
         handle = self._log
         if handle is not None and not handle.closed:
             handle.fsync()
-        for index in (self._offset_index, self._time_index):
+        else:  # closed while idle (OPEN_SEGMENTS): its pages may still be dirty
+            fsync_path(self.log_path)
+        for index, path in (
+            (self._offset_index, self.index_path),
+            (self._time_index, self.time_index_path),
+        ):
             if index is not None:
                 index.flush()
+            elif path.exists():
+                fsync_path(path)
         self.txn_index.flush()
 
     def close(self) -> None:
