@@ -116,7 +116,8 @@ def bench_broker(session: nox.Session) -> None:
 @nox.session
 def fuzz_protocol(session: nox.Session) -> None:
     """Long fuzzing and round trips of every Kafka message (GREGOR_FUZZ_SCALE, default 50)."""
-    install(session, "protocol", extra=TEST_DEPS)
+    # Every package: the root conftest loads the shared cluster fixtures.
+    install(session, *PACKAGES, extra=TEST_DEPS)
     tests = [
         "packages/protocol/tests/test_fuzz_messages.py",
         "packages/protocol/tests/test_apis_roundtrip.py",
