@@ -28,6 +28,7 @@ from typing import ClassVar, Final
 from gregor.storage.files import FileHandle, fsync_path
 
 _OFFSET_ENTRY: Final = struct.Struct(">ii")
+SMALL_INDEX_BYTES: Final = 64 * 1024
 _TIME_ENTRY: Final = struct.Struct(">qi")
 
 
@@ -52,6 +53,7 @@ class _MappedIndex:
         self.writable = writable
         self._handle: FileHandle | None = None
         self._mmap: mmap.mmap | None = None
+        self._data: bytes | None = None  # a small read-only index, read instead of mapped
         self._length = 0
         self.max_entries = 0
         self.entries = 0
@@ -83,17 +85,22 @@ class _MappedIndex:
 
     def _map(self, fd: int, *, writable: bool) -> None:
         self.max_entries = self._length // self.entry_size
+        self._data = None
         if self._length == 0:
             self._mmap = None
         elif writable:
             self._mmap = mmap.mmap(fd, self._length)
+        elif self._length <= SMALL_INDEX_BYTES:
+            # CPython's mmap keeps a duplicate descriptor open; a small index is cheaper read.
+            self._mmap = None
+            self._data = _read_all(fd, self._length)
         else:
             self._mmap = mmap.mmap(fd, self._length, access=mmap.ACCESS_READ)
 
     def _count_entries(self) -> int:
         size = self.entry_size
         total = self._length // size
-        buf = self._mmap
+        buf = self._mmap if self._mmap is not None else self._data
         if buf is None or total == 0:
             return 0
         zero = bytes(size)
@@ -240,8 +247,8 @@ class _MappedIndex:
                 high = mid
         return low
 
-    def _buffer(self) -> mmap.mmap:
-        buf = self._mmap
+    def _buffer(self) -> mmap.mmap | bytes:
+        buf = self._mmap if self._mmap is not None else self._data
         if buf is None:
             raise CorruptIndexError(f"{self.path} has no room for entries")
         return buf
@@ -383,3 +390,15 @@ class TimeIndex(_MappedIndex):
         last_ts, last_offset = self.last_entry()
         if last_ts < first_ts or last_offset < first_offset:
             raise CorruptIndexError(f"{self.path} entries are out of order")
+
+
+def _read_all(fd: int, length: int) -> bytes:
+    parts = []
+    got = 0
+    while got < length:
+        chunk = os.pread(fd, length - got, got)
+        if not chunk:
+            break
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import resource
 import threading
 import weakref
 from collections import OrderedDict
@@ -53,7 +54,7 @@ class OpenSegments:
     the next use. The active segments are not counted.
     """
 
-    def __init__(self, limit: int = 1000) -> None:
+    def __init__(self, limit: int) -> None:
         self.limit = limit
         self._lock = threading.Lock()
         self._open: OrderedDict[int, weakref.ref[LogSegment]] = OrderedDict()
@@ -88,7 +89,14 @@ class OpenSegments:
         return len(self._open)
 
 
-OPEN_SEGMENTS = OpenSegments()
+def _default_open_segments() -> int:
+    # A quarter of the descriptors this process may open: each open segment takes one to
+    # three, and the broker needs the rest for sockets.
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return 1000 if soft == resource.RLIM_INFINITY else max(256, soft // 4)
+
+
+OPEN_SEGMENTS = OpenSegments(_default_open_segments())
 
 
 class SegmentOffsetOverflowError(Exception):
