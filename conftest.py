@@ -1,3 +1,11 @@
-"""Root conftest: the shared fixtures of tests/gregor_testing apply to every test suite."""
+"""Root conftest: the shared fixtures of tests/gregor_testing apply to every test suite.
 
-pytest_plugins = ["gregor_testing.processes", "gregor_testing.cluster"]
+The process and cluster fixtures need gregor-broker; a session that installs only some
+packages (`nox -s protocol`) runs without them.
+"""
+
+from importlib.util import find_spec
+
+pytest_plugins = (
+    ["gregor_testing.processes", "gregor_testing.cluster"] if find_spec("gregor.broker") else []
+)

@@ -113,10 +113,16 @@ class FileRegion(Protocol):
     """Bytes that stay in a file until they are sent (the broker's zero-copy fetch path).
 
     A records field may hold one of these instead of bytes; `Writer` then splits the encoded
-    message into chunks around it, and the sender hands the region to `os.sendfile`.
+    message into chunks around it, and the sender passes `fileno()`, `position` and
+    `len(region)` to `os.sendfile`. (Bytes have no `fileno`, so the two never mix up.)
     """
 
+    @property
+    def position(self) -> int: ...
+
     def __len__(self) -> int: ...
+
+    def fileno(self) -> int: ...
 
 
 class Writer(bytearray):
