@@ -253,5 +253,21 @@ class WireClient:
             return True
 
 
+def wait_unregistered(cluster: LocalCluster, broker_id: int, timeout: float = 60.0) -> None:
+    """Until a killed broker's /brokers/ids/N has gone with its ZooKeeper session: only then
+    can a new process register that id."""
+    client = KazooClient(cluster.zookeeper_connect)
+    client.start(timeout=15)
+    try:
+        wait_for(
+            lambda: client.exists(znodes.broker_path(broker_id)) is None,
+            timeout,
+            f"broker {broker_id}'s registration to expire",
+        )
+    finally:
+        client.stop()
+        client.close()
+
+
 def leader_of(cluster: LocalCluster, topic: str, partition: int) -> BrokerProcess:
     return cluster.broker(partitions_of(cluster, topic)[partition].leader_id)

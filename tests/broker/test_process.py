@@ -1,0 +1,159 @@
+"""gregor-broker as a process: configuration errors, SIGTERM, SIGKILL, idle connections."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from gregor.broker.devcluster import LocalCluster
+from gregor.protocol.apis.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from gregor.storage.manager import CLEAN_SHUTDOWN_FILE
+from gregor_testing.cluster import (
+    WireClient,
+    create_topic,
+    unique_topic,
+    wait_for,
+    wait_unregistered,
+)
+
+Factory = Callable[..., LocalCluster]
+
+
+def run_broker(tmp_path: Path, text: str, *args: str) -> subprocess.CompletedProcess[str]:
+    config = tmp_path / "server.properties"
+    config.write_text(text)
+    return subprocess.run(
+        [sys.executable, "-m", "gregor.broker", str(config), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_an_invalid_config_stops_startup_naming_key_value_and_rule(tmp_path: Path) -> None:
+    done = run_broker(tmp_path, "broker.id=1\nzookeeper.connect=127.0.0.1:1\nnum.partitions=zero\n")
+    assert done.returncode == 1
+    assert "Invalid value 'zero' for configuration num.partitions: must be an integer" in (
+        done.stderr
+    )
+    done = run_broker(
+        tmp_path,
+        "broker.id=1\nzookeeper.connect=127.0.0.1:1\n",
+        "--override",
+        "replica.fetch.wait.max.ms=999999",
+    )
+    assert done.returncode == 1
+    assert "replica.fetch.wait.max.ms: must not exceed replica.socket.timeout.ms" in done.stderr
+
+
+def consume_all(cluster: LocalCluster, topic: str, count: int) -> list[bytes]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": "unused-no-commits",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        values: list[bytes] = []
+        while len(values) < count:
+            message = consumer.poll(15)
+            assert message is not None, f"only {len(values)} of {count} records"
+            assert message.error() is None, message.error()
+            values.append(message.value())
+        return values
+    finally:
+        consumer.close()
+
+
+def test_sigterm_is_graceful_and_sigkill_loses_nothing_acknowledged(
+    cluster_factory: Factory,
+) -> None:
+    cluster = cluster_factory(1)
+    broker = cluster.broker(0)
+    topic = unique_topic("crash")
+    create_topic(cluster, topic)
+    acked: list[bytes] = []
+    stop = threading.Event()
+
+    def produce_until_stopped() -> None:
+        producer = Producer(
+            {
+                "bootstrap.servers": cluster.bootstrap_servers,
+                "acks": "1",
+                "linger.ms": 1,
+                "message.timeout.ms": 60_000,
+            }
+        )
+        i = 0
+        while not stop.is_set():
+            value = f"record-{i}".encode()
+            producer.produce(
+                topic,
+                value,
+                partition=0,
+                on_delivery=lambda err, msg: acked.append(msg.value()) if err is None else None,
+            )
+            producer.poll(0.001)
+            i += 1
+        producer.purge()  # the broker is dead: what is still queued does not matter
+
+    writer = threading.Thread(target=produce_until_stopped)
+    writer.start()
+    try:
+        wait_for(lambda: len(acked) >= 2000, 60, "records acknowledged before the kill")
+        broker.kill()  # mid-stream: no chance to flush or close anything
+        count = len(acked)
+    finally:
+        stop.set()
+    writer.join(60)
+    wait_unregistered(cluster, 0)
+    broker.start()
+    # Every record acknowledged before the kill is there, in order.
+    values = consume_all(cluster, topic, count)
+    assert values == acked[:count]
+    # SIGTERM: a clean stop, which the next start sees.
+    assert broker.stop() == 0
+    assert (broker.data_dir / CLEAN_SHUTDOWN_FILE).exists()
+    log = broker.log_tail(20_000)
+    assert "SIGTERM received: stopping gracefully" in log
+    assert "controlled shutdown succeeded" in log
+    broker.start()
+    assert not (broker.data_dir / CLEAN_SHUTDOWN_FILE).exists()
+    assert consume_all(cluster, topic, count) == acked[:count]
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+def test_a_thousand_idle_connections_cost_little(cluster_factory: Factory) -> None:
+    cluster = cluster_factory(1)
+    broker = cluster.broker(0)
+    assert broker.pid is not None
+    before = rss_kib(broker.pid)
+    idle: list[socket.socket] = []
+    try:
+        for _ in range(1000):
+            client = WireClient(broker)
+            assert isinstance(client.request(ApiVersionsRequest(), 3), ApiVersionsResponse)
+            idle.append(client.sock)
+        grown = rss_kib(broker.pid) - before
+        # Two sleeping tasks and a small buffer each: well under 100 KiB a connection.
+        assert grown < 100 * 1000, f"{grown} KiB for 1000 idle connections"
+        with WireClient(broker) as busy:
+            assert isinstance(busy.request(ApiVersionsRequest(), 3), ApiVersionsResponse)
+    finally:
+        for sock in idle:
+            sock.close()
