@@ -230,6 +230,8 @@ class NetworkClient:
             node.failures += 1
             node.next_attempt = trio.current_time() + self._reconnect.delay(node.failures - 1)
             node.connection = None
+            # A broker that cannot be reached may have lost its partitions: ask who leads now.
+            self.request_update()
             raise exc
         finally:
             event, node.connecting = node.connecting, None
@@ -319,6 +321,7 @@ class NetworkClient:
         try:
             response: Response = await connection.request(body, version, timeout=timeout)
         except NetworkError:
+            self.request_update()
             self._notify()
             raise
         throttle = getattr(response, "throttle_time_ms", 0)
