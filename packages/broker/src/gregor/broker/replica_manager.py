@@ -464,7 +464,7 @@ class ReplicaManager:
         info = read.info
         if info is not None and info.first_entry_incomplete and not params.hard_max_bytes_limit:
             # A batch larger than the limit: an empty answer lets the consumer go on (v3+).
-            read = attrs.evolve(read, info=attrs.evolve(info, records=EMPTY_SLICE))
+            read = attrs.evolve(read, info=info._replace(records=EMPTY_SLICE))
         return FetchResult(ErrorCode.NONE, read)
 
     def record_follower_fetches(
