@@ -28,6 +28,7 @@ from gregor.protocol.group_records import (
     decode_key,
 )
 from gregor.protocol.schema import Request, Response
+from gregor_testing.cluster import wait_for
 
 R = TypeVar("R", bound=Response)
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -75,14 +76,6 @@ class Connection:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float, what: str, step: float = 0.2) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(step)
 
 
 def find_coordinator(cluster: LocalCluster, group: str, timeout: float = 60.0) -> BrokerProcess:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from groups.helpers import Connection, find_coordinator, wait_for
+from groups.helpers import Connection, find_coordinator
 from kazoo.client import KazooClient
 
 from gregor.broker.coordinator.partitioning import partition_for
@@ -41,7 +41,7 @@ from gregor.protocol.apis.sync_group import (
 )
 from gregor.protocol.consumer_protocol import ConsumerProtocolSubscription, encode_subscription
 from gregor.protocol.errors import ErrorCode
-from gregor_testing.cluster import create_topic, partitions_of, unique_topic
+from gregor_testing.cluster import create_topic, partitions_of, unique_topic, wait_for
 
 E = ErrorCode
 JOIN_VERSION = 3  # no MEMBER_ID_REQUIRED round trip (v4+)

@@ -8,11 +8,11 @@ import time
 from collections.abc import Callable
 
 from confluent_kafka import Consumer
-from groups.helpers import Connection, committed_offsets, poll_until, produce, wait_for
+from groups.helpers import Connection, committed_offsets, poll_until, produce
 
 from gregor.broker.devcluster import LocalCluster
 from gregor.protocol.apis.list_groups import ListGroupsRequest, ListGroupsResponse
-from gregor_testing.cluster import create_topic, unique_topic
+from gregor_testing.cluster import create_topic, unique_topic, wait_for
 
 RETENTION_S = 60
 EXPIRY_PROPERTIES = {

@@ -14,13 +14,12 @@ from groups.helpers import (
     find_coordinator,
     poll_until,
     produce,
-    wait_for,
 )
 
 from gregor.broker.devcluster import LocalCluster
 from gregor.protocol.apis.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from gregor.protocol.errors import ErrorCode
-from gregor_testing.cluster import create_topic, unique_topic
+from gregor_testing.cluster import create_topic, unique_topic, wait_for
 
 PARTITIONS = 6
 RECORDS = 3000

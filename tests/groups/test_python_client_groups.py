@@ -9,13 +9,13 @@ import asyncio
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition as AioTopicPartition
 from confluent_kafka import Consumer
-from groups.helpers import assignment_of, committed_offsets, produce, wait_for
+from groups.helpers import assignment_of, committed_offsets, produce
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 
 from gregor.broker.devcluster import LocalCluster
-from gregor_testing.cluster import create_topic, unique_topic
+from gregor_testing.cluster import create_topic, unique_topic, wait_for
 
 PARTITIONS = 3
 RECORDS = 300
@@ -44,7 +44,7 @@ def read(
             out.extend((r.partition, r.offset, r.value) for r in records)
         return len(out) >= count
 
-    wait_for(more, timeout, f"{count} records", step=0)
+    wait_for(more, timeout, f"{count} records")
     return out
 
 
@@ -142,14 +142,15 @@ def test_kafka_python_and_confluent_share_a_group(group_cluster: LocalCluster) -
     got: list[tuple[str, int, bytes]] = []
 
     def poll_both() -> None:
-        for records in kp.poll(timeout_ms=50).values():
+        """Read what each member has and commit it at once (so a rebalance re-reads none)."""
+        records = [r for batch in kp.poll(timeout_ms=50).values() for r in batch]
+        if records:
             got.extend(("kafka-python", r.partition, r.value) for r in records)
-        if got:
             kp.commit()
-        message = ck.poll(0.05)
-        if message is not None and message.error() is None:
-            got.append(("confluent", message.partition(), message.value()))
-            ck.commit(message, asynchronous=False)
+        messages = [m for m in ck.consume(num_messages=500, timeout=0.05) if m.error() is None]
+        if messages:
+            got.extend(("confluent", m.partition(), m.value()) for m in messages)
+            ck.commit(asynchronous=False)
 
     try:
         kp.subscribe([topic])
@@ -161,7 +162,7 @@ def test_kafka_python_and_confluent_share_a_group(group_cluster: LocalCluster) -
             theirs = assignment_of(ck)
             return len(mine) == 3 and len(theirs) == 3 and not mine & theirs
 
-        wait_for(split, 60, "the range assignment of 6 partitions to both members", step=0)
+        wait_for(split, 60, "the range assignment of 6 partitions to both members")
         values = [f"mixed-{i}".encode() for i in range(600)]
         produce(group_cluster, topic, values, 6)
 
@@ -169,7 +170,7 @@ def test_kafka_python_and_confluent_share_a_group(group_cluster: LocalCluster) -
             poll_both()
             return len(got) >= len(values)
 
-        wait_for(all_read, 60, "every record", step=0)
+        wait_for(all_read, 60, "every record")
     finally:
         kp.close(autocommit=False)
         ck.close()

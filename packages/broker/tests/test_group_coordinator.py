@@ -18,6 +18,7 @@ import trio
 from trio.testing import MockClock
 
 from gregor.broker.coordinator.group import GroupConfig, GroupCoordinator
+from gregor.broker.coordinator.group.member import JoinRequest
 from gregor.broker.coordinator.group.offsets import FetchedOffset, OffsetAndMetadata
 from gregor.broker.coordinator.group.records import LoadedState
 from gregor.broker.coordinator.group.results import JoinResult, Reply, SyncResult
@@ -135,20 +136,20 @@ class Harness:
         client_id: str = "client",
     ) -> Reply[JoinResult]:
         reply: Reply[JoinResult] = Reply()
-        self.coordinator.handle_join_group(
-            group,
-            member_id,
-            instance,
-            require_known_member_id=version >= 4 and instance is None,
-            support_skipping_assignment=version >= 9,
+        join = JoinRequest(
+            group_id=group,
+            member_id=member_id,
+            group_instance_id=instance,
+            protocol_type=protocol_type,
+            protocols=tuple(protocols),
+            session_timeout_ms=session_ms,
+            rebalance_timeout_ms=rebalance_ms,
             client_id=client_id,
             client_host="/127.0.0.1",
-            rebalance_timeout_ms=rebalance_ms,
-            session_timeout_ms=session_ms,
-            protocol_type=protocol_type,
-            protocols=protocols,
-            reply=reply,
+            require_known_member_id=version >= 4 and instance is None,
+            support_skipping_assignment=version >= 9,
         )
+        self.coordinator.handle_join_group(join, reply)
         return reply
 
     async def join(self, group: str, member_id: str = "", **kw: object) -> JoinResult:

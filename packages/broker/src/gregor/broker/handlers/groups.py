@@ -20,6 +20,7 @@ from gregor.broker.authorization import NOT_REQUESTED, AclOperation, operations_
 from gregor.broker.coordinator.group import zk_offsets
 from gregor.broker.coordinator.group.group import TopicPartition
 from gregor.broker.coordinator.group.manager import java_length
+from gregor.broker.coordinator.group.member import JoinRequest
 from gregor.broker.coordinator.group.offsets import FetchedOffset, OffsetAndMetadata
 from gregor.broker.coordinator.group.results import JoinResult, Reply, SyncResult
 from gregor.protocol.apis import ApiKey
@@ -100,24 +101,25 @@ def _client_host(ctx: RequestContext) -> str:
 async def join_group(
     ctx: RequestContext, request: JoinGroupRequest, version: int
 ) -> JoinGroupResponse:
-    reply: Reply[JoinResult] = Reply()
-    ctx.broker.group_coordinator.handle_join_group(
-        request.group_id,
-        request.member_id,
-        request.group_instance_id,
-        require_known_member_id=version >= 4 and request.group_instance_id is None,
-        support_skipping_assignment=version >= 9,
+    join = JoinRequest(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        group_instance_id=request.group_instance_id,
+        protocol_type=request.protocol_type,
+        protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols),
+        session_timeout_ms=request.session_timeout_ms,
+        # v0 has no rebalance timeout: the session timeout serves as one.
+        rebalance_timeout_ms=(
+            request.session_timeout_ms if version == 0 else request.rebalance_timeout_ms
+        ),
         client_id=ctx.client_id,
         client_host=_client_host(ctx),
-        rebalance_timeout_ms=request.session_timeout_ms
-        if version == 0
-        else request.rebalance_timeout_ms,
-        session_timeout_ms=request.session_timeout_ms,
-        protocol_type=request.protocol_type,
-        protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
-        reply=reply,
+        require_known_member_id=version >= 4 and request.group_instance_id is None,
+        support_skipping_assignment=version >= 9,
         reason=request.reason,
     )
+    reply: Reply[JoinResult] = Reply()
+    ctx.broker.group_coordinator.handle_join_group(join, reply)
     result = await reply.wait()
     protocol_name = result.protocol_name
     # Before v7 the protocol name is not nullable; from v7 an empty one is sent as null.

@@ -32,6 +32,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
+import attrs
 import trio
 
 from gregor.broker.coordinator.group.admin import GroupAdmin
@@ -40,7 +41,7 @@ from gregor.broker.coordinator.group.commits import OffsetCommits
 from gregor.broker.coordinator.group.config import GroupConfig
 from gregor.broker.coordinator.group.group import GroupMetadata
 from gregor.broker.coordinator.group.manager import GroupMetadataManager
-from gregor.broker.coordinator.group.member import Protocols
+from gregor.broker.coordinator.group.member import JoinRequest
 from gregor.broker.coordinator.group.rebalance import Rebalancer
 from gregor.broker.coordinator.group.results import (
     UNKNOWN_MEMBER_ID,
@@ -127,191 +128,83 @@ class GroupCoordinator:
             ) or group.num_awaiting_join < self.config.max_size
         return group.has(member_id) or len(group) < self.config.max_size
 
-    def handle_join_group(
-        self,
-        group_id: str,
-        member_id: str,
-        group_instance_id: str | None,
-        require_known_member_id: bool,
-        support_skipping_assignment: bool,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: Protocols,
-        reply: Reply[JoinResult],
-        reason: str | None = None,
-    ) -> None:
-        error = self.checks.group_status(group_id, ApiKey.JOIN_GROUP)
+    def handle_join_group(self, join: JoinRequest, reply: Reply[JoinResult]) -> None:
+        error = self.checks.group_status(join.group_id, ApiKey.JOIN_GROUP)
         if error is not None:
-            reply.set(JoinResult.failed(member_id, error))
+            reply.set(JoinResult.failed(join.member_id, error))
             return
         if not (
             self.config.min_session_timeout_ms
-            <= session_timeout_ms
+            <= join.session_timeout_ms
             <= self.config.max_session_timeout_ms
         ):
-            reply.set(JoinResult.failed(member_id, ErrorCode.INVALID_SESSION_TIMEOUT))
+            reply.set(JoinResult.failed(join.member_id, ErrorCode.INVALID_SESSION_TIMEOUT))
             return
-        is_unknown_member = member_id == UNKNOWN_MEMBER_ID
-        group = self.manager.get_or_maybe_create_group(group_id, is_unknown_member)
+        is_unknown_member = join.member_id == UNKNOWN_MEMBER_ID
+        group = self.manager.get_or_maybe_create_group(join.group_id, is_unknown_member)
         if group is None:
-            reply.set(JoinResult.failed(member_id, ErrorCode.UNKNOWN_MEMBER_ID))
+            reply.set(JoinResult.failed(join.member_id, ErrorCode.UNKNOWN_MEMBER_ID))
             return
-        reason = reason or "not provided"
-        if not self._accept_joining_member(group, member_id):
-            group.remove(member_id)
+        if not self._accept_joining_member(group, join.member_id):
+            group.remove(join.member_id)
             reply.set(JoinResult.failed(UNKNOWN_MEMBER_ID, ErrorCode.GROUP_MAX_SIZE_REACHED))
+        elif group.is_(GroupState.DEAD):
+            # Just removed (moved to another coordinator, or deleted): find it again.
+            reply.set(JoinResult.failed(join.member_id, ErrorCode.COORDINATOR_NOT_AVAILABLE))
+        elif not group.supports_protocols(join.protocol_type, join.protocol_names):
+            reply.set(JoinResult.failed(join.member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
         elif is_unknown_member:
-            self._new_member_join(
-                group,
-                group_instance_id,
-                require_known_member_id,
-                support_skipping_assignment,
-                client_id,
-                client_host,
-                rebalance_timeout_ms,
-                session_timeout_ms,
-                protocol_type,
-                protocols,
-                reply,
-                reason,
-            )
+            self._new_member_join(group, join, reply)
         else:
-            self._current_member_join(
-                group,
-                member_id,
-                group_instance_id,
-                client_id,
-                client_host,
-                rebalance_timeout_ms,
-                session_timeout_ms,
-                protocol_type,
-                protocols,
-                reply,
-                reason,
-            )
+            self._current_member_join(group, join, reply)
         if group.is_(GroupState.PREPARING_REBALANCE):
             self.rebalancer.try_complete_join(group)
 
     def _new_member_join(
-        self,
-        group: GroupMetadata,
-        group_instance_id: str | None,
-        require_known_member_id: bool,
-        support_skipping_assignment: bool,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: Protocols,
-        reply: Reply[JoinResult],
-        reason: str,
+        self, group: GroupMetadata, join: JoinRequest, reply: Reply[JoinResult]
     ) -> None:
-        if group.is_(GroupState.DEAD):
-            # Just removed (moved to another coordinator, or deleted): find it again.
-            reply.set(JoinResult.failed(UNKNOWN_MEMBER_ID, ErrorCode.COORDINATOR_NOT_AVAILABLE))
-            return
-        if not group.supports_protocols(protocol_type, {name for name, _ in protocols}):
-            reply.set(JoinResult.failed(UNKNOWN_MEMBER_ID, ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
-            return
-        new_member_id = group.generate_member_id(client_id, group_instance_id)
-        if group_instance_id is not None:
-            old_member_id = group.current_static_member_id(group_instance_id)
+        new_member_id = group.generate_member_id(join.client_id, join.group_instance_id)
+        instance = join.group_instance_id
+        if instance is not None:
+            old_member_id = group.current_static_member_id(instance)
             if old_member_id is not None:
                 log.info(
                     "group %s: static member %s rejoins as %s (was %s) in state %s",
                     group.group_id,
-                    group_instance_id,
+                    instance,
                     new_member_id,
                     old_member_id,
                     group.state,
                 )
-                self._update_static_member_and_rebalance(
-                    group,
-                    old_member_id,
-                    new_member_id,
-                    group_instance_id,
-                    protocols,
-                    rebalance_timeout_ms,
-                    session_timeout_ms,
-                    reply,
-                    reason,
-                    support_skipping_assignment,
-                )
+                self._rejoin_static_member(group, old_member_id, new_member_id, join, reply)
                 return
-        elif require_known_member_id:
+        elif join.require_known_member_id:
             log.info(
                 "group %s: a new member gets id %s and must join again with it",
                 group.group_id,
                 new_member_id,
             )
             group.add_pending_member(new_member_id)
-            self.timers.call_later(
-                session_timeout_ms / 1000,
-                self.rebalancer._on_expire_pending_member,
-                group,
-                new_member_id,
+            self.rebalancer.expire_pending_member_later(
+                group, new_member_id, join.session_timeout_ms
             )
             reply.set(JoinResult.failed(new_member_id, ErrorCode.MEMBER_ID_REQUIRED))
             return
-        self.rebalancer.add_member_and_rebalance(
-            rebalance_timeout_ms,
-            session_timeout_ms,
-            new_member_id,
-            group_instance_id,
-            client_id,
-            client_host,
-            protocol_type,
-            protocols,
-            group,
-            reply,
-            reason,
-        )
+        self.rebalancer.add_member_and_rebalance(group, new_member_id, join, reply)
 
     def _current_member_join(
-        self,
-        group: GroupMetadata,
-        member_id: str,
-        group_instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: Protocols,
-        reply: Reply[JoinResult],
-        reason: str,
+        self, group: GroupMetadata, join: JoinRequest, reply: Reply[JoinResult]
     ) -> None:
-        if group.is_(GroupState.DEAD):
-            reply.set(JoinResult.failed(member_id, ErrorCode.COORDINATOR_NOT_AVAILABLE))
-            return
-        if not group.supports_protocols(protocol_type, {name for name, _ in protocols}):
-            reply.set(JoinResult.failed(member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
-            return
+        member_id = join.member_id
         if member_id in group.pending_members:
             # The second join of a member that was given its id: now it is added.
-            if group_instance_id is not None:
+            if join.group_instance_id is not None:
                 raise RuntimeError(
                     f"a pending member {member_id} of group {group.group_id} cannot be static"
                 )
-            self.rebalancer.add_member_and_rebalance(
-                rebalance_timeout_ms,
-                session_timeout_ms,
-                member_id,
-                None,
-                client_id,
-                client_host,
-                protocol_type,
-                protocols,
-                group,
-                reply,
-                reason,
-            )
+            self.rebalancer.add_member_and_rebalance(group, member_id, join, reply)
             return
-        error = member_error(group, member_id, group_instance_id, "join-group")
+        error = member_error(group, member_id, join.group_instance_id, "join-group")
         if error is not None:
             reply.set(JoinResult.failed(member_id, error))
             return
@@ -319,40 +212,25 @@ class GroupCoordinator:
         state = group.state
         if state is GroupState.PREPARING_REBALANCE:
             self.rebalancer.update_member_and_rebalance(
-                group,
-                member,
-                protocols,
-                rebalance_timeout_ms,
-                session_timeout_ms,
-                f"member {member_id} joining during {state}; client reason: {reason}",
-                reply,
+                group, member, join, f"member {member_id} joining during {state}", reply
             )
         elif state is GroupState.COMPLETING_REBALANCE:
-            if member.matches(protocols):
+            if member.matches(join.protocols):
                 # The same join again (its response was lost): the current generation.
                 reply.set(self.rebalancer.join_result(group, member_id, with_members=True))
             else:
                 self.rebalancer.update_member_and_rebalance(
                     group,
                     member,
-                    protocols,
-                    rebalance_timeout_ms,
-                    session_timeout_ms,
-                    f"member {member_id} updating its metadata during {state}; "
-                    f"client reason: {reason}",
+                    join,
+                    f"member {member_id} updating its metadata during {state}",
                     reply,
                 )
         elif state is GroupState.STABLE:
-            if group.is_leader(member_id) or not member.matches(protocols):
+            if group.is_leader(member_id) or not member.matches(join.protocols):
                 # A leader's join asks for a rebalance (its view of the topics changed).
                 self.rebalancer.update_member_and_rebalance(
-                    group,
-                    member,
-                    protocols,
-                    rebalance_timeout_ms,
-                    session_timeout_ms,
-                    f"member {member_id} rejoining during {state}; client reason: {reason}",
-                    reply,
+                    group, member, join, f"member {member_id} rejoining during {state}", reply
                 )
             else:
                 reply.set(self.rebalancer.join_result(group, member_id, with_members=False))
@@ -365,33 +243,34 @@ class GroupCoordinator:
             )
             reply.set(JoinResult.failed(member_id, ErrorCode.UNKNOWN_MEMBER_ID))
 
-    def _update_static_member_and_rebalance(
+    def _rejoin_static_member(
         self,
         group: GroupMetadata,
         old_member_id: str,
         new_member_id: str,
-        group_instance_id: str,
-        protocols: Protocols,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
+        join: JoinRequest,
         reply: Reply[JoinResult],
-        reason: str,
-        support_skipping_assignment: bool,
     ) -> None:
+        """A static member is back under a new member id: if the group is stable and keeps
+        its protocol, it takes its old place without a rebalance."""
+        instance = join.group_instance_id
+        assert instance is not None
         current_leader = group.leader_id
-        member = group.replace_static_member(group_instance_id, old_member_id, new_member_id)
+        member = group.replace_static_member(instance, old_member_id, new_member_id)
         self.rebalancer.schedule_heartbeat(group, member, member.session_timeout_ms)
         old_rebalance_timeout = member.rebalance_timeout_ms
         old_session_timeout = member.session_timeout_ms
         old_protocols = list(member.supported_protocols)
-        group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, reply)
+        group.update_member(
+            member, join.protocols, join.rebalance_timeout_ms, join.session_timeout_ms, reply
+        )
         state = group.state
         if state is GroupState.STABLE:
             if group.protocol_name != group.select_protocol():
                 self.rebalancer.maybe_prepare_rebalance(
                     group,
-                    f"static member {new_member_id} with instance id {group_instance_id} "
-                    f"rejoined with other protocols; client reason: {reason}",
+                    f"static member {new_member_id} with instance id {instance} rejoined with "
+                    f"other protocols; client reason: {join.why}",
                 )
                 return
             # Same protocol: no rebalance; persist the new member id and answer with the
@@ -399,56 +278,40 @@ class GroupCoordinator:
             assignment = {m.member_id: m.assignment for m in group.members.values()}
 
             def stored(error: int) -> None:
+                current = self.rebalancer.join_result
                 if error != ErrorCode.NONE:
                     log.warning(
                         "group %s: persisting static member %s failed: %s",
                         group.group_id,
-                        group_instance_id,
+                        instance,
                         ErrorCode(error).name,
                     )
                     group.update_member(
                         member, old_protocols, old_rebalance_timeout, old_session_timeout, None
                     )
-                    old = group.replace_static_member(
-                        group_instance_id, new_member_id, old_member_id
-                    )
+                    old = group.replace_static_member(instance, new_member_id, old_member_id)
                     self.rebalancer.schedule_heartbeat(group, old, old.session_timeout_ms)
                     reply.set(
-                        JoinResult(
-                            member_id=UNKNOWN_MEMBER_ID,
+                        attrs.evolve(
+                            current(group, UNKNOWN_MEMBER_ID, with_members=False),
                             error=error,
-                            generation_id=group.generation_id,
-                            protocol_type=group.protocol_type,
-                            protocol_name=group.protocol_name,
                             leader_id=current_leader or "",
                         )
                     )
-                    return
-                if support_skipping_assignment:
+                elif join.support_skipping_assignment:
                     # JoinGroup v9+: the leader learns it leads but must not reassign.
-                    is_leader = group.is_leader(new_member_id)
-                    result = JoinResult(
-                        member_id=new_member_id,
-                        error=ErrorCode.NONE,
-                        generation_id=group.generation_id,
-                        protocol_type=group.protocol_type,
-                        protocol_name=group.protocol_name,
-                        leader_id=group.leader_id or "",
-                        skip_assignment=is_leader,
-                        members=group.current_member_metadata() if is_leader else (),
+                    result = current(group, new_member_id, with_members=True)
+                    group.maybe_invoke_join(
+                        member,
+                        attrs.evolve(result, skip_assignment=group.is_leader(new_member_id)),
                     )
                 else:
                     # Older versions get the old leader id, so a rejoining leader does not
                     # compute an assignment that a stable group would not hand out.
-                    result = JoinResult(
-                        member_id=new_member_id,
-                        error=ErrorCode.NONE,
-                        generation_id=group.generation_id,
-                        protocol_type=group.protocol_type,
-                        protocol_name=group.protocol_name,
-                        leader_id=current_leader or "",
+                    result = current(group, new_member_id, with_members=False)
+                    group.maybe_invoke_join(
+                        member, attrs.evolve(result, leader_id=current_leader or "")
                     )
-                group.maybe_invoke_join(member, result)
 
             self.manager.store_group(group, assignment, stored)
         elif state is GroupState.COMPLETING_REBALANCE:
@@ -456,11 +319,11 @@ class GroupCoordinator:
             self.rebalancer.prepare_rebalance(
                 group,
                 f"updating metadata of static member {new_member_id} with instance id "
-                f"{group_instance_id}; client reason: {reason}",
+                f"{instance}; client reason: {join.why}",
             )
         elif state in (GroupState.EMPTY, GroupState.DEAD):
             raise RuntimeError(
-                f"group {group.group_id} in {state} cannot have static member {group_instance_id}"
+                f"group {group.group_id} in {state} cannot have static member {instance}"
             )
 
     def handle_sync_group(

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import attrs
+
 from gregor.broker.coordinator.group.results import (
     JoinResult,
     MemberSummary,
@@ -14,6 +16,32 @@ from gregor.broker.coordinator.group.results import (
 from gregor.broker.coordinator.timers import Timer
 
 Protocols = Sequence[tuple[str, bytes]]
+
+
+@attrs.frozen(slots=True)
+class JoinRequest:
+    """A JoinGroup, as the coordinator needs it."""
+
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    protocol_type: str
+    protocols: tuple[tuple[str, bytes], ...]
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    client_id: str = ""
+    client_host: str = ""
+    require_known_member_id: bool = False  # JoinGroup v4+ of a dynamic member
+    support_skipping_assignment: bool = False  # JoinGroup v9+
+    reason: str | None = None
+
+    @property
+    def protocol_names(self) -> set[str]:
+        return {name for name, _ in self.protocols}
+
+    @property
+    def why(self) -> str:
+        return self.reason or "not provided"
 
 
 class MemberMetadata:
@@ -63,6 +91,19 @@ class MemberMetadata:
         # Set by anything that proves the member alive; the session timer checks it.
         self.heartbeat_satisfied = False
         self.heartbeat_timer: Timer | None = None
+
+    @classmethod
+    def joining(cls, member_id: str, join: JoinRequest) -> MemberMetadata:
+        return cls(
+            member_id,
+            join.group_instance_id,
+            join.client_id,
+            join.client_host,
+            join.rebalance_timeout_ms,
+            join.session_timeout_ms,
+            join.protocol_type,
+            join.protocols,
+        )
 
     def __repr__(self) -> str:
         return (

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from gregor.broker.coordinator.group.config import GroupConfig
 from gregor.broker.coordinator.group.group import GroupMetadata
 from gregor.broker.coordinator.group.manager import GroupMetadataManager
-from gregor.broker.coordinator.group.member import MemberMetadata, Protocols
+from gregor.broker.coordinator.group.member import JoinRequest, MemberMetadata
 from gregor.broker.coordinator.group.results import (
     UNKNOWN_MEMBER_ID,
     JoinResult,
@@ -77,29 +77,9 @@ class Rebalancer:
         )
 
     def add_member_and_rebalance(
-        self,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        member_id: str,
-        group_instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        protocol_type: str,
-        protocols: Protocols,
-        group: GroupMetadata,
-        reply: Reply[JoinResult],
-        reason: str,
+        self, group: GroupMetadata, member_id: str, join: JoinRequest, reply: Reply[JoinResult]
     ) -> None:
-        member = MemberMetadata(
-            member_id,
-            group_instance_id,
-            client_id,
-            client_host,
-            rebalance_timeout_ms,
-            session_timeout_ms,
-            protocol_type,
-            protocols,
-        )
+        member = MemberMetadata.joining(member_id, join)
         member.is_new = True
         if group.is_(GroupState.PREPARING_REBALANCE) and group.generation_id == 0:
             group.new_member_added = True  # the initial rebalance may wait longer
@@ -107,22 +87,22 @@ class Rebalancer:
         self.schedule_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
         self.maybe_prepare_rebalance(
             group,
-            f"adding new member {member_id} with group instance id {group_instance_id}; "
-            f"client reason: {reason}",
+            f"adding new member {member_id} with group instance id {join.group_instance_id}; "
+            f"client reason: {join.why}",
         )
 
     def update_member_and_rebalance(
         self,
         group: GroupMetadata,
         member: MemberMetadata,
-        protocols: Protocols,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
+        join: JoinRequest,
         reason: str,
         reply: Reply[JoinResult],
     ) -> None:
-        group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, reply)
-        self.maybe_prepare_rebalance(group, reason)
+        group.update_member(
+            member, join.protocols, join.rebalance_timeout_ms, join.session_timeout_ms, reply
+        )
+        self.maybe_prepare_rebalance(group, f"{reason}; client reason: {join.why}")
 
     def maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
         if group.can_rebalance:
