@@ -242,6 +242,7 @@ def build_log(directory: Path, segments: int, batches: int) -> tuple[object, int
         }
     )
     log = open_log(directory, config)
+    log.on_flush_needed = lambda _log: None  # as under a LogManager: no fsync at each roll
     for _ in range(batches):
         log.append_as_leader(batch, 1)
     log.update_high_watermark(log.log_end_offset)
@@ -288,6 +289,7 @@ def bench_recovery(root: Path, mib: int) -> None:
     directory = root / "recover-0"
     config = LogConfig.from_properties({"segment.bytes": str(256 * 1024 * 1024)})
     log = open_log(directory, config)
+    log.on_flush_needed = lambda _log: None  # nothing is flushed: the whole log is a tail
     batch = make_batch(5)
     for _ in range(mib * 1024 * 1024 // len(batch)):
         log.append_as_leader(batch, 1)
