@@ -1,10 +1,8 @@
-"""What the consumer group tests share: a raw protocol connection, coordinator lookups, the
-group's records in `__consumer_offsets`, and polling several consumers until a condition."""
+"""What the consumer group tests share: coordinator lookups, committed offsets, the group's
+records in `__consumer_offsets`, and polling several consumers until a condition."""
 
 from __future__ import annotations
 
-import itertools
-import socket
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
@@ -13,22 +11,20 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from gregor.broker.coordinator.partitioning import partition_for
 from gregor.broker.devcluster import BrokerProcess, LocalCluster
-from gregor.protocol.apis.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from gregor.protocol.apis.find_coordinator import FindCoordinatorRequest
 from gregor.protocol.apis.offset_fetch import (
     OffsetFetchRequest,
     OffsetFetchRequestGroup,
-    OffsetFetchResponse,
 )
 from gregor.protocol.errors import ErrorCode
-from gregor.protocol.framing import decode_response, encode_request
 from gregor.protocol.group_records import (
     GroupMetadataKey,
     GroupMetadataValue,
     decode_group_metadata_value,
     decode_key,
 )
-from gregor.protocol.schema import Request, Response
-from gregor_testing.cluster import wait_for
+from gregor.protocol.schema import Response
+from gregor_testing.cluster import WireClient, wait_for
 
 R = TypeVar("R", bound=Response)
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -37,45 +33,6 @@ RETRIABLE = {
     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
     ErrorCode.NOT_COORDINATOR,
 }
-
-
-class Connection:
-    """One TCP connection to a broker, requests answered one at a time."""
-
-    def __init__(self, host: str, port: int, timeout: float = 60.0) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout)
-        self._ids = itertools.count(1)
-
-    @classmethod
-    def to(cls, broker: BrokerProcess) -> Connection:
-        return cls(broker.host, broker.port)
-
-    def request(self, request: Request, version: int, response_type: type[R]) -> R:
-        correlation_id = next(self._ids)
-        self.sock.sendall(encode_request(request, version, correlation_id, "gregor-tests"))
-        size = int.from_bytes(self._read(4), "big")
-        got, response = decode_response(self._read(size), request.api_key, version)
-        assert got == correlation_id
-        assert isinstance(response, response_type)
-        return response
-
-    def _read(self, n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
-            if not chunk:
-                raise ConnectionError("the broker closed the connection")
-            data += chunk
-        return data
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def __enter__(self) -> Connection:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def find_coordinator(cluster: LocalCluster, group: str, timeout: float = 60.0) -> BrokerProcess:
@@ -87,10 +44,8 @@ def find_coordinator(cluster: LocalCluster, group: str, timeout: float = 60.0) -
             if not broker.is_running():
                 continue
             try:
-                with Connection.to(broker) as conn:
-                    response = conn.request(
-                        FindCoordinatorRequest(key=group), 2, FindCoordinatorResponse
-                    )
+                with WireClient(broker) as conn:
+                    response = conn.request(FindCoordinatorRequest(key=group), 2)
             except OSError:
                 continue
             # A broker that was killed is named until the controller moves its partitions.
@@ -116,13 +71,12 @@ def committed_offsets(
     def ask() -> bool:
         coordinator = find_coordinator(cluster, group, timeout)
         try:
-            with Connection.to(coordinator) as conn:
+            with WireClient(coordinator) as conn:
                 response = conn.request(
                     OffsetFetchRequest(
                         groups=[OffsetFetchRequestGroup(group_id=group, topics=None)]
                     ),
                     8,
-                    OffsetFetchResponse,
                 )
         except OSError:
             return False

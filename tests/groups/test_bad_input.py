@@ -10,29 +10,27 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from groups.helpers import Connection, find_coordinator
+from groups.helpers import find_coordinator
 from kazoo.client import KazooClient
 
 from gregor.broker.coordinator.partitioning import partition_for
 from gregor.broker.devcluster import BrokerProcess, LocalCluster
 from gregor.protocol.apis.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
-from gregor.protocol.apis.heartbeat import HeartbeatRequest, HeartbeatResponse
+from gregor.protocol.apis.heartbeat import HeartbeatRequest
 from gregor.protocol.apis.join_group import (
     JoinGroupRequest,
     JoinGroupRequestProtocol,
     JoinGroupResponse,
 )
-from gregor.protocol.apis.leave_group import LeaveGroupRequest, LeaveGroupResponse, MemberIdentity
+from gregor.protocol.apis.leave_group import LeaveGroupRequest, MemberIdentity
 from gregor.protocol.apis.offset_commit import (
     OffsetCommitRequest,
     OffsetCommitRequestPartition,
     OffsetCommitRequestTopic,
-    OffsetCommitResponse,
 )
 from gregor.protocol.apis.offset_fetch import (
     OffsetFetchRequest,
     OffsetFetchRequestTopic,
-    OffsetFetchResponse,
 )
 from gregor.protocol.apis.sync_group import (
     SyncGroupRequest,
@@ -41,7 +39,7 @@ from gregor.protocol.apis.sync_group import (
 )
 from gregor.protocol.consumer_protocol import ConsumerProtocolSubscription, encode_subscription
 from gregor.protocol.errors import ErrorCode
-from gregor_testing.cluster import create_topic, partitions_of, unique_topic, wait_for
+from gregor_testing.cluster import WireClient, create_topic, partitions_of, unique_topic, wait_for
 
 E = ErrorCode
 JOIN_VERSION = 3  # no MEMBER_ID_REQUIRED round trip (v4+)
@@ -77,14 +75,15 @@ def join_request(
 def join(
     broker: BrokerProcess, request: JoinGroupRequest, version: int = JOIN_VERSION
 ) -> JoinGroupResponse:
-    with Connection.to(broker) as conn:
-        return conn.request(request, version, JoinGroupResponse)
+    with WireClient(broker) as conn:
+        response: JoinGroupResponse = conn.request(request, version)
+    return response
 
 
 def sync(
     broker: BrokerProcess, group: str, member_id: str, generation: int, assignment: dict[str, bytes]
 ) -> SyncGroupResponse:
-    with Connection.to(broker) as conn:
+    with WireClient(broker) as conn:
         return conn.request(
             SyncGroupRequest(
                 group_id=group,
@@ -93,16 +92,13 @@ def sync(
                 assignments=[SyncGroupRequestAssignment(m, a) for m, a in assignment.items()],
             ),
             3,
-            SyncGroupResponse,
         )
 
 
 def heartbeat(broker: BrokerProcess, group: str, member_id: str, generation: int) -> int:
-    with Connection.to(broker) as conn:
+    with WireClient(broker) as conn:
         response = conn.request(
-            HeartbeatRequest(group_id=group, generation_id=generation, member_id=member_id),
-            3,
-            HeartbeatResponse,
+            HeartbeatRequest(group_id=group, generation_id=generation, member_id=member_id), 3
         )
     return response.error_code
 
@@ -110,7 +106,7 @@ def heartbeat(broker: BrokerProcess, group: str, member_id: str, generation: int
 def commit(
     broker: BrokerProcess, group: str, member_id: str, generation: int, topic: str, offset: int = 1
 ) -> int:
-    with Connection.to(broker) as conn:
+    with WireClient(broker) as conn:
         response = conn.request(
             OffsetCommitRequest(
                 group_id=group,
@@ -123,7 +119,6 @@ def commit(
                 ],
             ),
             8,
-            OffsetCommitResponse,
         )
     return response.topics[0].partitions[0].error_code
 
@@ -147,8 +142,8 @@ def stable_member(broker: BrokerProcess, group: str) -> JoinGroupResponse:
 def test_find_coordinator_for_groups_and_transactions(group_cluster: LocalCluster) -> None:
     broker = group_cluster.broker(0)
     find_coordinator(group_cluster, "some-group")  # __consumer_offsets exists from here on
-    with Connection.to(broker) as conn:
-        old = conn.request(FindCoordinatorRequest(key="some-group"), 0, FindCoordinatorResponse)
+    with WireClient(broker) as conn:
+        old = conn.request(FindCoordinatorRequest(key="some-group"), 0)
         assert old.error_code == E.NONE
         expected = partitions_of(group_cluster, "__consumer_offsets")[
             partition_for("some-group", 50)
@@ -159,9 +154,7 @@ def test_find_coordinator_for_groups_and_transactions(group_cluster: LocalCluste
             group_cluster.broker(old.node_id).port,
         )
         batched = conn.request(
-            FindCoordinatorRequest(key_type=0, coordinator_keys=["a", "b", "some-group"]),
-            4,
-            FindCoordinatorResponse,
+            FindCoordinatorRequest(key_type=0, coordinator_keys=["a", "b", "some-group"]), 4
         )
         assert [(c.key, c.error_code) for c in batched.coordinators] == [
             ("a", E.NONE),
@@ -173,11 +166,7 @@ def test_find_coordinator_for_groups_and_transactions(group_cluster: LocalCluste
         answers: list[FindCoordinatorResponse] = []
 
         def transaction_coordinator() -> bool:
-            answers.append(
-                conn.request(
-                    FindCoordinatorRequest(key="txn-1", key_type=1), 3, FindCoordinatorResponse
-                )
-            )
+            answers.append(conn.request(FindCoordinatorRequest(key="txn-1", key_type=1), 3))
             return answers[-1].error_code != E.COORDINATOR_NOT_AVAILABLE
 
         wait_for(transaction_coordinator, 60, "the transaction coordinator")
@@ -188,9 +177,7 @@ def test_find_coordinator_for_groups_and_transactions(group_cluster: LocalCluste
         assert len(state) == 50
         assert found.node_id == state[partition_for("txn-1", 50)].leader_id
         assert all(len(p.replica_nodes) == 3 for p in state.values())
-        unknown_type = conn.request(
-            FindCoordinatorRequest(key="x", key_type=2), 3, FindCoordinatorResponse
-        )
+        unknown_type = conn.request(FindCoordinatorRequest(key="x", key_type=2), 3)
         assert (unknown_type.error_code, unknown_type.node_id) == (E.INVALID_REQUEST, -1)
 
 
@@ -238,19 +225,15 @@ def test_stale_generations_and_unknown_members(group_cluster: LocalCluster, topi
         commit(broker, group, "", -1, topic) == E.UNKNOWN_MEMBER_ID
     )  # only members, while it has some
     assert join(broker, join_request(group, "nobody")).error_code == E.UNKNOWN_MEMBER_ID
-    with Connection.to(broker) as conn:
+    with WireClient(broker) as conn:
         left = conn.request(
-            LeaveGroupRequest(group_id=group, members=[MemberIdentity("nobody", None)]),
-            3,
-            LeaveGroupResponse,
+            LeaveGroupRequest(group_id=group, members=[MemberIdentity("nobody", None)]), 3
         )
         assert (left.error_code, [m.error_code for m in left.members]) == (
             E.NONE,
             [E.UNKNOWN_MEMBER_ID],
         )
-        old_left = conn.request(
-            LeaveGroupRequest(group_id=group, member_id="nobody"), 0, LeaveGroupResponse
-        )
+        old_left = conn.request(LeaveGroupRequest(group_id=group, member_id="nobody"), 0)
         assert old_left.error_code == E.UNKNOWN_MEMBER_ID
     # A group that does not exist at all.
     assert heartbeat(broker, unique_topic("g-none"), "nobody", 1) in (
@@ -329,7 +312,7 @@ def test_two_members_rebalance_over_the_wire(group_cluster: LocalCluster, topic:
 def test_offsets_of_version_0_live_in_zookeeper(group_cluster: LocalCluster, topic: str) -> None:
     group = unique_topic("g-zk")
     broker = group_cluster.broker(1)
-    with Connection.to(broker) as conn:
+    with WireClient(broker) as conn:
         committed = conn.request(
             OffsetCommitRequest(
                 group_id=group,
@@ -339,16 +322,13 @@ def test_offsets_of_version_0_live_in_zookeeper(group_cluster: LocalCluster, top
                 ],
             ),
             0,
-            OffsetCommitResponse,
         )
         assert [(t.name, t.partitions[0].error_code) for t in committed.topics] == [
             (topic, E.NONE),
             ("no-such-topic", E.UNKNOWN_TOPIC_OR_PARTITION),
         ]
         fetched = conn.request(
-            OffsetFetchRequest(group_id=group, topics=[OffsetFetchRequestTopic(topic, [0])]),
-            0,
-            OffsetFetchResponse,
+            OffsetFetchRequest(group_id=group, topics=[OffsetFetchRequestTopic(topic, [0])]), 0
         )
         [partition] = fetched.topics[0].partitions
         assert (partition.committed_offset, partition.error_code) == (42, E.NONE)

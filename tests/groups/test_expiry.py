@@ -8,11 +8,11 @@ import time
 from collections.abc import Callable
 
 from confluent_kafka import Consumer
-from groups.helpers import Connection, committed_offsets, poll_until, produce
+from groups.helpers import committed_offsets, poll_until, produce
 
 from gregor.broker.devcluster import LocalCluster
-from gregor.protocol.apis.list_groups import ListGroupsRequest, ListGroupsResponse
-from gregor_testing.cluster import create_topic, unique_topic, wait_for
+from gregor.protocol.apis.list_groups import ListGroupsRequest
+from gregor_testing.cluster import WireClient, create_topic, unique_topic, wait_for
 
 RETENTION_S = 60
 EXPIRY_PROPERTIES = {
@@ -46,8 +46,8 @@ def consume_and_commit(cluster: LocalCluster, topic: str, group: str, count: int
 def listed_groups(cluster: LocalCluster) -> set[str]:
     names: set[str] = set()
     for broker in cluster.brokers:
-        with Connection.to(broker) as conn:
-            response = conn.request(ListGroupsRequest(), 4, ListGroupsResponse)
+        with WireClient(broker) as conn:
+            response = conn.request(ListGroupsRequest(), 4)
         names |= {g.group_id for g in response.groups}
     return names
 

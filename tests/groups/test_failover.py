@@ -9,7 +9,6 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from groups.helpers import (
-    Connection,
     committed_offsets,
     find_coordinator,
     poll_until,
@@ -17,9 +16,9 @@ from groups.helpers import (
 )
 
 from gregor.broker.devcluster import LocalCluster
-from gregor.protocol.apis.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from gregor.protocol.apis.describe_groups import DescribeGroupsRequest
 from gregor.protocol.errors import ErrorCode
-from gregor_testing.cluster import create_topic, unique_topic, wait_for
+from gregor_testing.cluster import WireClient, create_topic, unique_topic, wait_for
 
 PARTITIONS = 6
 RECORDS = 3000
@@ -96,10 +95,8 @@ def test_coordinator_failover(cluster_factory: Callable[..., LocalCluster]) -> N
 
         def reformed() -> bool:
             poll_until(members, lambda: True, 1, "a poll")
-            with Connection.to(find_coordinator(cluster, group)) as conn:
-                response = conn.request(
-                    DescribeGroupsRequest(groups=[group]), 5, DescribeGroupsResponse
-                )
+            with WireClient(find_coordinator(cluster, group)) as conn:
+                response = conn.request(DescribeGroupsRequest(groups=[group]), 5)
             [described] = response.groups
             return (
                 described.error_code == ErrorCode.NONE
