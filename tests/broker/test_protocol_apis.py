@@ -32,6 +32,7 @@ from gregor.protocol.apis.offset_for_leader_epoch import (
 )
 from gregor.protocol.apis.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from gregor.protocol.errors import ErrorCode
+from gregor.protocol.framing import decode_response
 from gregor.protocol.legacy import MessageSetBuilder
 from gregor.protocol.records import BatchBuilder, iter_batches
 from gregor_testing.cluster import (
@@ -388,3 +389,43 @@ def test_describe_cluster(shared_cluster: LocalCluster) -> None:
     assert sorted((b.broker_id, b.host, b.port) for b in answer.brokers) == [
         (b.broker_id, b.host, b.port) for b in shared_cluster.brokers
     ]
+
+
+def test_answers_keep_request_order_while_an_earlier_one_waits(
+    cluster_factory: Callable[..., LocalCluster],
+) -> None:
+    cluster = cluster_factory(2, replica_lag_time_max_ms=30_000)
+    topic = unique_topic("pipelined")
+    create_topic(cluster, topic, assignment={0: [0, 1]})
+    leader, follower = cluster.broker(0), cluster.broker(1)
+    follower.pause()
+    try:
+        with WireClient(leader) as client:
+            waits = ProduceRequest(
+                acks=-1,
+                timeout_ms=1000,
+                topic_data=[TopicProduceData(topic, [PartitionProduceData(0, batch([b"first"]))])],
+            )
+            goes_on = ProduceRequest(
+                acks=1,
+                timeout_ms=1000,
+                topic_data=[TopicProduceData(topic, [PartitionProduceData(0, batch([b"second"]))])],
+            )
+            # Three requests pipelined on one connection: the acks=all one cannot be answered
+            # before its timeout (the paused follower is in the ISR); the two after it are
+            # handled meanwhile (the second record gets the next offset) and answered after it.
+            client.send(waits, 9)
+            client.send(goes_on, 9)
+            client.send(MetadataRequest(topics=[]), 9)
+            answers = []
+            for api_key, version in ((0, 9), (0, 9), (3, 9)):
+                size = int.from_bytes(client.exactly(4), "big")
+                answers.append(decode_response(client.exactly(size), api_key, version))
+    finally:
+        follower.resume()
+    assert [correlation for correlation, _ in answers] == [1, 2, 3]
+    first = answers[0][1].responses[0].partition_responses[0]
+    second = answers[1][1].responses[0].partition_responses[0]
+    assert (first.error_code, second.error_code) == (ErrorCode.REQUEST_TIMED_OUT, 0)
+    assert second.base_offset == 1  # appended while the first one was still waiting
+    assert answers[2][1].controller_id >= 0

@@ -6,8 +6,9 @@ A handler is registered for an API and a range of versions:
     async def produce(ctx: RequestContext, request: ProduceRequest, version: int)
         -> ProduceResponse | None: ...
 
-It returns the response body, or None when the API sends none (Produce with acks=0). The
-network layer decodes the request at `version` and encodes the response at the same version.
+It returns the response body, None when the API sends none (Produce with acks=0), or a
+`Later` when the response has to wait for something (see there). The network layer decodes
+the request at `version` and encodes the response at the same version.
 
 What is advertised in ApiVersions is derived from this registry: an API and a version range
 exist for clients only when a handler implements them. A request for anything else is
@@ -79,8 +80,24 @@ class RequestContext:
         return f"{self.listener}-{self.client_host}:{self.client_port}"
 
 
-HandlerFn = Callable[[RequestContext, Any, int], Awaitable[Response | None]]
-F = TypeVar("F", bound=Callable[..., Awaitable[Response | None]])
+class Later:
+    """A response promised but not ready: a Produce waiting for the ISR, a Fetch long poll.
+
+    A handler returns one after doing everything its request changes (the appends); the
+    network layer then goes on reading and handling the connection's next requests, and
+    sends this response in its place in the order once `result()` returns. So a producer
+    pipelining acks=all requests waits for replication once, not once per request.
+    """
+
+    __slots__ = ("result",)
+
+    def __init__(self, result: Callable[[], Awaitable[Response | None]]) -> None:
+        self.result = result
+
+
+Answer = Response | Later | None
+HandlerFn = Callable[[RequestContext, Any, int], Awaitable[Answer]]
+F = TypeVar("F", bound=Callable[..., Awaitable[Answer]])
 
 
 @attrs.frozen

@@ -1,10 +1,10 @@
 """SocketServer: the broker's listeners and connections, on trio.
 
-Each connection has two tasks: a reader that splits the byte stream into request frames and
-reads ahead (a few frames, bounded), and a processor that handles the frames one at a time in
-arrival order and writes each response before taking the next. So responses leave in request
-order, as Kafka's clients require, and a producer's batches reach the log in the order it
-sent them.
+Each connection has three tasks: a reader that splits the byte stream into request frames
+and reads ahead (a few frames, bounded); a processor that handles the frames one at a time,
+in arrival order, so a producer's batches reach the log in the order it sent them; and a
+writer that sends the answers in that same order, waiting where an answer is a `Later`
+(acks=all, a Fetch long poll) while the processor goes on with the next requests.
 
 What Kafka does with bad input, we do:
 - a size prefix above `socket.request.max.bytes`, a negative one, a header or body that does
@@ -16,7 +16,7 @@ Responses are encoded once into chunks: bytes, and file regions (log segments sl
 go out with `os.sendfile` on the non-blocking socket, waiting for it to be writable when the
 send buffer is full.
 
-An idle connection costs two sleeping tasks and a small buffer.
+An idle connection costs three sleeping tasks and a small buffer.
 """
 
 from __future__ import annotations
@@ -27,22 +27,27 @@ import math
 import os
 import socket
 import time
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import trio
 
 from gregor.broker.apis import (
+    Answer,
     CloseConnection,
+    Later,
     RequestContext,
     api_versions_own_range,
     registration,
 )
 from gregor.broker.config import BrokerConfig, Endpoint
+from gregor.broker.metrics import Metrics
 from gregor.client.frames import FrameReceiver
 from gregor.protocol.apis import REQUESTS, ApiKey, api_name
 from gregor.protocol.apis.api_versions import ApiVersionsResponse
 from gregor.protocol.errors import DecodeError, ErrorCode, ProtocolError
 from gregor.protocol.framing import (
+    RequestPeek,
     decode_request_header,
     encode_response,
     encode_response_chunks,
@@ -56,6 +61,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 READ_AHEAD = 4  # frames read beyond the one being processed
+IN_FLIGHT = 16  # answers handled but not yet sent (mostly Later ones waiting)
 
 
 @runtime_checkable
@@ -68,6 +74,45 @@ class SendableRegion(Protocol):
     def fileno(self) -> int: ...
 
     def read(self) -> bytes: ...
+
+
+Chunks = list[bytes | FileRegion]
+
+
+async def _handled(api: str, version: int, running: Awaitable[Answer]) -> Answer:
+    """A handler's answer; what it raises closes the connection (a bug is logged too)."""
+    try:
+        return await running
+    except ProtocolError as exc:
+        raise CloseConnection(f"{api} v{version} failed: {exc!r}") from exc
+    except (trio.Cancelled, CloseConnection):
+        raise
+    except Exception as exc:
+        log.exception("handler of %s v%s failed", api, version)
+        raise CloseConnection(f"{api} v{version} failed: {exc!r}") from exc
+
+
+class _Waiting:
+    """A `Later` answer in the writer's queue, with what its frame needs once ready."""
+
+    __slots__ = ("api", "later", "peek", "started")
+
+    def __init__(self, later: Later, api: str, peek: RequestPeek, started: float) -> None:
+        self.later = later
+        self.api = api
+        self.peek = peek
+        self.started = started
+
+    async def finish(self, metrics: Metrics) -> Chunks | None:
+        peek = self.peek
+        response = await _handled(self.api, peek.api_version, self.later.result())
+        metrics.record_request(peek.api_key, time.monotonic() - self.started)
+        if response is None or isinstance(response, Later):
+            return None
+        return encode_response_chunks(response, peek.api_version, peek.correlation_id)
+
+
+_Answer = Chunks | _Waiting
 
 
 class Connection:
@@ -83,17 +128,19 @@ class Connection:
         except OSError:
             self.host, self.port = "?", 0
         self.frames = FrameReceiver(stream.socket, server.broker.config.socket_request_max_bytes)
-        self.processing = False
+        self.in_flight = 0  # requests read and not yet answered
 
     def __repr__(self) -> str:
         return f"{self.endpoint.listener}-{self.host}:{self.port}"
 
     async def run(self) -> None:
-        send, receive = trio.open_memory_channel[bytes](READ_AHEAD)
+        frames_in, frames_out = trio.open_memory_channel[bytes](READ_AHEAD)
+        answers_in, answers_out = trio.open_memory_channel[_Answer](IN_FLIGHT)
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._process, receive, nursery.cancel_scope)
-                await self._read(send)
+                nursery.start_soon(self._process, frames_out, answers_in, nursery.cancel_scope)
+                nursery.start_soon(self._send_answers, answers_out, nursery.cancel_scope)
+                await self._read(frames_in)
                 nursery.cancel_scope.cancel()  # the peer is gone, or we close: stop answering
         except Exception:
             # A bug must cost this connection only, never the broker.
@@ -119,7 +166,7 @@ class Connection:
                         log.debug("connection %s broke: %s", self, exc)
                         return
                 if scope.cancelled_caught:
-                    if self.processing or frames.buffered():
+                    if self.in_flight or frames.buffered():
                         continue
                     log.debug("closing idle connection %s", self)
                     return
@@ -133,16 +180,37 @@ class Connection:
     # -- processing ------------------------------------------------------------------------
 
     async def _process(
-        self, receive: trio.MemoryReceiveChannel[bytes], scope: trio.CancelScope
+        self,
+        frames: trio.MemoryReceiveChannel[bytes],
+        answers: trio.MemorySendChannel[_Answer],
+        scope: trio.CancelScope,
     ) -> None:
         try:
-            async with receive:
-                async for frame in receive:
-                    self.processing = True
-                    chunks = await self._answer(frame)
+            async with frames, answers:
+                async for frame in frames:
+                    self.in_flight += 1
+                    answer = await self._answer(frame)
+                    if answer is None:
+                        self.in_flight -= 1
+                    else:
+                        await answers.send(answer)
+        except CloseConnection as exc:
+            log.warning("closing connection %s: %s", self, exc)
+            scope.cancel()
+
+    async def _send_answers(
+        self, answers: trio.MemoryReceiveChannel[_Answer], scope: trio.CancelScope
+    ) -> None:
+        try:
+            async with answers:
+                async for answer in answers:
+                    if isinstance(answer, _Waiting):
+                        chunks = await answer.finish(self.server.broker.metrics)
+                    else:
+                        chunks = answer
                     if chunks is not None:
                         await self._write(chunks)
-                    self.processing = False
+                    self.in_flight -= 1
         except CloseConnection as exc:
             log.warning("closing connection %s: %s", self, exc)
             scope.cancel()
@@ -150,7 +218,7 @@ class Connection:
             log.debug("connection %s broke while answering: %s", self, exc)
             scope.cancel()
 
-    async def _answer(self, frame: bytes) -> list[bytes | FileRegion] | None:
+    async def _answer(self, frame: bytes) -> _Answer | None:
         started = time.monotonic()
         try:
             peek = peek_request(frame)
@@ -185,15 +253,11 @@ class Connection:
             self.endpoint.security_protocol,
             received_at=started,
         )
-        try:
-            response = await found.handler(ctx, body, peek.api_version)
-        except ProtocolError as exc:
-            raise CloseConnection(f"{found.name} v{peek.api_version} failed: {exc!r}") from exc
-        except (trio.Cancelled, CloseConnection):
-            raise
-        except Exception as exc:
-            log.exception("handler of %s v%s failed", found.name, peek.api_version)
-            raise CloseConnection(f"{found.name} v{peek.api_version} failed: {exc!r}") from exc
+        response = await _handled(
+            found.name, peek.api_version, found.handler(ctx, body, peek.api_version)
+        )
+        if isinstance(response, Later):
+            return _Waiting(response, found.name, peek, started)
         broker.metrics.record_request(peek.api_key, time.monotonic() - started)
         if response is None:
             return None
@@ -201,7 +265,7 @@ class Connection:
 
     # -- writing ---------------------------------------------------------------------------
 
-    async def _write(self, chunks: list[bytes | FileRegion]) -> None:
+    async def _write(self, chunks: Chunks) -> None:
         stream = self.stream
         total = 0
         pending = b""

@@ -76,6 +76,24 @@ class ProduceResult:
     message: str | None = None
 
 
+class Appended:
+    """What an append did, and the wait for the ISR that acks=all asks for."""
+
+    __slots__ = ("manager", "results", "waiting")
+
+    def __init__(
+        self, manager: ReplicaManager, results: dict[Key, ProduceResult], waiting: dict[Key, int]
+    ) -> None:
+        self.manager = manager
+        self.results = results
+        self.waiting = waiting  # partition -> the offset its high watermark must reach
+
+    async def replicated(self, timeout_ms: int) -> dict[Key, ProduceResult]:
+        if self.waiting:
+            await self.manager.await_replication(self.waiting, self.results, timeout_ms)
+        return self.results
+
+
 @attrs.frozen(slots=True)
 class FetchParams:
     replica_id: int  # -1 for consumers
@@ -366,6 +384,18 @@ class ReplicaManager:
         *,
         internal_allowed: bool = False,
     ) -> dict[Key, ProduceResult]:
+        """Append to the leaders and, for acks=all, wait until the ISR has the records."""
+        appended = self.append(entries, acks, internal_allowed=internal_allowed)
+        return await appended.replicated(timeout_ms)
+
+    def append(
+        self,
+        entries: Mapping[Key, bytes | bytearray | memoryview],
+        acks: int,
+        *,
+        internal_allowed: bool = False,
+    ) -> Appended:
+        """Append to the leaders now (in the order of the calls); `replicated` waits."""
         results: dict[Key, ProduceResult] = {}
         waiting: dict[Key, int] = {}  # for acks=all: the offset the HW must reach
         messages = 0
@@ -393,11 +423,9 @@ class ReplicaManager:
             if acks == -1 and info.records_count:
                 waiting[key] = info.last_offset + 1
         self.metrics.messages_in.mark(messages)
-        if waiting:
-            await self._await_replication(waiting, results, timeout_ms)
-        return results
+        return Appended(self, results, waiting)
 
-    async def _await_replication(
+    async def await_replication(
         self, waiting: dict[Key, int], results: dict[Key, ProduceResult], timeout_ms: int
     ) -> None:
         done: dict[Key, int] = {}
@@ -489,6 +517,18 @@ class ReplicaManager:
         self, params: FetchParams, requests: Sequence[FetchPartition]
     ) -> list[FetchResult]:
         """Read now; if there is less than `min_bytes` and no error, wait (long poll)."""
+        results = self.fetch_now(params, requests)
+        if results is None:
+            return await self.fetch_later(params, requests)
+        return results
+
+    def fetch_now(
+        self, params: FetchParams, requests: Sequence[FetchPartition]
+    ) -> list[FetchResult] | None:
+        """The fetch's results if it can be answered at once, else None (`fetch_later`).
+
+        A follower's fetch records its position here, once per request, as Kafka does.
+        """
         if params.from_follower:
             for request in requests:
                 partition = self.partitions.get((request.topic, request.partition))
@@ -497,9 +537,13 @@ class ReplicaManager:
         results = self.read(params, requests)
         if params.from_follower:
             self.record_follower_fetches(params.replica_id, requests, results)
-        if self._respond_now(params, requests, results):
-            return results
-        latest = results
+        return results if self._respond_now(params, requests, results) else None
+
+    async def fetch_later(
+        self, params: FetchParams, requests: Sequence[FetchPartition]
+    ) -> list[FetchResult]:
+        """Wait until there is `min_bytes` to read (or an error, or `max_wait_ms`)."""
+        latest: list[FetchResult] = []
 
         def check() -> bool:
             nonlocal latest
@@ -509,7 +553,8 @@ class ReplicaManager:
             return self._respond_now(params, requests, latest)
 
         keys = [(r.topic, r.partition) for r in requests]
-        await self.fetch_purgatory.wait(keys, check, params.max_wait_ms / 1000)
+        if not await self.fetch_purgatory.wait(keys, check, params.max_wait_ms / 1000):
+            latest = self.read(params, requests)  # max_wait passed: what there is now
         return latest
 
     @staticmethod

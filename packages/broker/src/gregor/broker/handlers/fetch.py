@@ -9,7 +9,7 @@ FETCH_SESSION_ID_NOT_FOUND.
 
 from __future__ import annotations
 
-from gregor.broker.apis import RequestContext, handles
+from gregor.broker.apis import Later, RequestContext, handles
 from gregor.broker.replica_manager import FetchParams, FetchPartition, FetchResult
 from gregor.protocol.apis import ApiKey
 from gregor.protocol.apis.fetch import (
@@ -29,7 +29,7 @@ READ_COMMITTED = 1
 
 
 @handles(ApiKey.FETCH, "0-12")
-async def fetch(ctx: RequestContext, request: FetchRequest, version: int) -> FetchResponse:
+async def fetch(ctx: RequestContext, request: FetchRequest, version: int) -> FetchResponse | Later:
     if version >= 7 and request.session_epoch > 0:
         return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
     config = ctx.broker.config
@@ -62,7 +62,25 @@ async def fetch(ctx: RequestContext, request: FetchRequest, version: int) -> Fet
         for topic in request.topics
         for p in topic.partitions
     ]
-    results = await ctx.broker.replica_manager.fetch(params, wanted)
+    manager = ctx.broker.replica_manager
+    results = manager.fetch_now(params, wanted)
+    if results is None:
+        # A long poll: the connection's next requests are handled meanwhile.
+        async def waited() -> FetchResponse:
+            later = await manager.fetch_later(params, wanted)
+            return _response(ctx, wanted, later, version, from_follower)
+
+        return Later(waited)
+    return _response(ctx, wanted, results, version, from_follower)
+
+
+def _response(
+    ctx: RequestContext,
+    wanted: list[FetchPartition],
+    results: list[FetchResult],
+    version: int,
+    from_follower: bool,
+) -> FetchResponse:
     response = FetchResponse(session_id=0)
     topics: dict[str, FetchableTopicResponse] = {}
     sent = 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from gregor.broker.apis import CloseConnection, RequestContext, handles
+from gregor.broker.apis import CloseConnection, Later, RequestContext, handles
 from gregor.broker.replica_manager import ProduceResult
 from gregor.protocol.apis import ApiKey
 from gregor.protocol.apis.produce import (
@@ -71,7 +71,7 @@ def check_records(records: object, version: int) -> bytes | bytearray | memoryvi
 @handles(ApiKey.PRODUCE, "0-11")
 async def produce(
     ctx: RequestContext, request: ProduceRequest, version: int
-) -> ProduceResponse | None:
+) -> ProduceResponse | Later | None:
     entries = {}
     invalid: dict[tuple[str, int], ProduceResult] = {}
     for topic in request.topic_data:
@@ -86,10 +86,15 @@ async def produce(
             key: ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS) for key in [*entries, *invalid]
         }
     else:
-        results = await ctx.broker.replica_manager.append_records(
-            entries, request.acks, request.timeout_ms
-        )
-        results.update(invalid)
+        appended = ctx.broker.replica_manager.append(entries, request.acks)
+        appended.results.update(invalid)
+        if appended.waiting:
+            # acks=all: the appends are done; the answer waits for the ISR, in its turn.
+            async def replicated() -> ProduceResponse:
+                return _response(await appended.replicated(request.timeout_ms), version)
+
+            return Later(replicated)
+        results = appended.results
     if request.acks == 0:
         failed = [f"{t}-{p}: {r.error}" for (t, p), r in results.items() if r.error]
         if failed:
