@@ -38,7 +38,7 @@ import trio
 from gregor.broker.apis import load_handlers
 from gregor.broker.config import BrokerConfig
 from gregor.broker.controller import Controller, ControllerSettings, controlled_shutdown
-from gregor.broker.controller.assignment import AssignmentError, BrokerRack, assign_replicas
+from gregor.broker.controller.admin import NewTopic, TopicAdmin
 from gregor.broker.coordinator.group import broker_group_coordinator
 from gregor.broker.coordinator.internal_topics import InternalTopicCreator
 from gregor.broker.metadata_cache import MetadataCache
@@ -50,11 +50,15 @@ from gregor.broker.zk import (
     BrokerEndpoint,
     BrokerRegistration,
     KafkaZkClient,
-    TopicExistsError,
     znodes,
 )
 from gregor.broker.zk.config_changes import ConfigChangeListener
-from gregor.protocol.errors import ErrorCode, KafkaError, KafkaStorageError
+from gregor.protocol.errors import (
+    ErrorCode,
+    KafkaError,
+    KafkaStorageError,
+    TopicAlreadyExistsError,
+)
 from gregor.storage.config import LogConfig
 from gregor.storage.manager import LogManager
 
@@ -175,32 +179,27 @@ class Broker:
 
     async def auto_create_topics(self, names: list[str]) -> dict[str, int]:
         """Create topics a Metadata request named (`num.partitions`,
-        `default.replication.factor`), as a ZooKeeper-mode broker does: write the assignment
-        znode; the controller creates the partitions. The error code to report for each:
-        LEADER_NOT_AVAILABLE while it has no leader yet."""
+        `default.replication.factor`), as a ZooKeeper-mode broker does: the assignment znode
+        is written and the controller creates the partitions. The error code to report for
+        each: LEADER_NOT_AVAILABLE while it has no leader yet."""
+        admin = TopicAdmin(
+            self.zk,
+            self.config.num_partitions,
+            self.config.default_replication_factor,
+            self.log_defaults,
+        )
         out: dict[str, int] = {}
-        brokers = await self.zk.get_all_brokers()
-        racks = [BrokerRack(i, reg.rack) for i, (reg, _epoch) in sorted(brokers.items())]
         for name in names:
-            if is_internal(name):
-                # Internal topics are created by their coordinators, with their own settings.
-                out[name] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
             try:
-                assignment = assign_replicas(
-                    racks, self.config.num_partitions, self.config.default_replication_factor
-                )
-                await self.zk.create_topic_assignment(name, znodes.new_topic_id(), assignment)
-                log.info("auto-created topic %s with assignment %s", name, assignment)
-            except TopicExistsError:
+                if is_internal(name):
+                    await self.internal_topics.create(name)  # with their own settings
+                else:
+                    await admin.create_topic(NewTopic(name), validate_only=False)
+            except TopicAlreadyExistsError:
                 pass
             except KafkaError as exc:
                 log.info("cannot auto-create topic %s: %s", name, exc)
                 out[name] = exc.code
-                continue
-            except AssignmentError as exc:
-                log.info("cannot auto-create topic %s: %s", name, exc)
-                out[name] = ErrorCode.INVALID_REPLICATION_FACTOR
                 continue
             out[name] = ErrorCode.LEADER_NOT_AVAILABLE
         return out
