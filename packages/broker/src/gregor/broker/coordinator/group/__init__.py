@@ -27,14 +27,15 @@ __all__ = ["GroupConfig", "GroupCoordinator", "broker_group_coordinator"]
 def broker_group_coordinator(broker: Broker) -> GroupCoordinator:
     """The broker's group coordinator, on its replica manager and metadata cache."""
     config = GroupConfig.from_broker(broker.config)
-    cache = broker.metadata_cache
 
-    def partitions() -> int:
-        # The topic's real size once known; its configured size until it exists.
-        return cache.partition_count(CONSUMER_OFFSETS) or config.offsets_topic_partitions
+    async def existing_partitions() -> int:
+        return len(await broker.zk.get_partitions_for_topic(CONSUMER_OFFSETS))
 
     coordinator = GroupCoordinator(
-        broker.broker_id, config, ReplicatedOffsetsTopic(broker.replica_manager), partitions
+        broker.broker_id,
+        config,
+        ReplicatedOffsetsTopic(broker.replica_manager),
+        existing_partitions=existing_partitions,
     )
     broker.replica_manager.leadership_listeners.append(coordinator.on_leadership_change)
     return coordinator

@@ -29,7 +29,7 @@ a `Reply` being set. Timeouts are timers on trio's clock (see `rebalance`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Protocol
 
 import attrs
@@ -80,17 +80,18 @@ class GroupCoordinator:
         broker_id: int,
         config: GroupConfig,
         topic: OffsetsTopic,
-        partition_count: Callable[[], int] | None = None,
         wall_clock: Callable[[], int] | None = None,
+        existing_partitions: Callable[[], Awaitable[int | None]] | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.config = config
-        count = partition_count or (lambda: config.offsets_topic_partitions)
         self.manager = (
-            GroupMetadataManager(config, topic, count)
+            GroupMetadataManager(config, topic)
             if wall_clock is None
-            else GroupMetadataManager(config, topic, count, wall_clock)
+            else GroupMetadataManager(config, topic, wall_clock)
         )
+        # Asked at start how many partitions an existing `__consumer_offsets` has.
+        self._existing_partitions = existing_partitions
         self.timers = TimerQueue(f"group-coordinator-{broker_id}")
         self.checks = RequestChecks(self.manager)
         self.rebalancer = Rebalancer(config, self.manager, self.timers)
@@ -101,11 +102,20 @@ class GroupCoordinator:
         return f"<GroupCoordinator {self.broker_id}>"
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        if self._existing_partitions is not None:
+            found = await self._existing_partitions()
+            if found:
+                self.manager.partitions = found
         async with trio.open_nursery() as nursery:
             await nursery.start(self.timers.run)
             await nursery.start(self.manager.run)
             self.checks.active = True
-            log.info("group coordinator %d started", self.broker_id)
+            log.info(
+                "group coordinator %d started (%s has %d partitions)",
+                self.broker_id,
+                CONSUMER_OFFSETS,
+                self.manager.partitions,
+            )
             task_status.started()
             try:
                 await trio.sleep_forever()

@@ -91,12 +91,13 @@ class GroupMetadataManager:
         self,
         config: GroupConfig,
         topic: OffsetsTopic,
-        partition_count: Callable[[], int],
         wall_clock: Callable[[], int] = wall_clock_ms,
     ) -> None:
         self.config = config
         self.topic = topic
-        self.partition_count = partition_count
+        # How many partitions `__consumer_offsets` has: fixed when the coordinator starts
+        # (the topic's if it exists, else the configured number), as in Kafka.
+        self.partitions = config.offsets_topic_partitions
         self.now_ms = wall_clock
         self.groups: dict[str, GroupMetadata] = {}
         self.owned: set[int] = set()
@@ -121,7 +122,7 @@ class GroupMetadataManager:
     # -- partitions ----------------------------------------------------------------------
 
     def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.partition_count())
+        return partition_for(group_id, self.partitions)
 
     def is_partition_owned(self, partition: int) -> bool:
         return partition in self.owned
