@@ -95,16 +95,23 @@ def run_stub(port: int, partitions: int, high_watermark: int) -> None:
     template = builder.build()
     produced = [0] * partitions
 
-    def records_from(offset: int, max_bytes: int) -> bytes:
-        out = bytearray()
-        while offset < high_watermark and len(out) + len(template) <= max(max_bytes, len(template)):
-            start = len(out)
-            out += template
-            patch_base_offset(out, start, offset)
-            offset += per_batch
-            if len(out) >= max_bytes:
-                break
-        return bytes(out)
+    # Fetches are answered from one buffer of batches whose base offsets are patched in
+    # place for each request: the stub copies as little as a broker would.
+    blobs: dict[int, tuple[bytearray, memoryview]] = {}
+
+    def records_from(offset: int, max_bytes: int) -> memoryview:
+        batches = max(
+            1, min(max_bytes // len(template), -(-(high_watermark - offset) // per_batch))
+        )
+        if offset >= high_watermark:
+            return memoryview(b"")
+        if batches not in blobs:
+            blob = bytearray(template * batches)
+            blobs[batches] = (blob, memoryview(blob))
+        blob, view = blobs[batches]
+        for i in range(batches):
+            patch_base_offset(blob, i * len(template), offset + i * per_batch)
+        return view
 
     def answer(body: Request, version: int) -> Response | None:
         if isinstance(body, ProduceRequest):
