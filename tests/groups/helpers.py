@@ -28,6 +28,8 @@ from gregor_testing.cluster import WireClient, wait_for
 
 R = TypeVar("R", bound=Response)
 OFFSETS_TOPIC = "__consumer_offsets"
+# librdkafka's settings for tests: members notice a rebalance within a second.
+SESSION = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
 RETRIABLE = {
     ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,

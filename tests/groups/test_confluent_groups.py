@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Message, TopicPartition
 from groups.helpers import (
+    SESSION,
     assignment_of,
     committed_offsets,
     group_metadata_records,
@@ -19,8 +20,6 @@ from groups.helpers import (
 
 from gregor.broker.devcluster import LocalCluster
 from gregor_testing.cluster import create_topic, unique_topic
-
-SESSION = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
 
 
 @pytest.fixture

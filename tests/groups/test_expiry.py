@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 
 from confluent_kafka import Consumer
-from groups.helpers import committed_offsets, poll_until, produce
+from groups.helpers import SESSION, committed_offsets, poll_until, produce
 
 from gregor.broker.devcluster import LocalCluster
 from gregor.protocol.apis.list_groups import ListGroupsRequest
@@ -30,8 +30,7 @@ def consume_and_commit(cluster: LocalCluster, topic: str, group: str, count: int
             "group.id": group,
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
-            "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 500,
+            **SESSION,
         }
     )
     consumer.subscribe([topic])

@@ -9,6 +9,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from groups.helpers import (
+    SESSION,
     committed_offsets,
     find_coordinator,
     poll_until,
@@ -53,8 +54,7 @@ def test_coordinator_failover(cluster_factory: Callable[..., LocalCluster]) -> N
                 "client.id": f"member-{i}",
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
-                "session.timeout.ms": 6000,
-                "heartbeat.interval.ms": 500,
+                **SESSION,
             }
         )
         for i in range(2)

@@ -9,7 +9,7 @@ import asyncio
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition as AioTopicPartition
 from confluent_kafka import Consumer
-from groups.helpers import assignment_of, committed_offsets, produce
+from groups.helpers import SESSION, assignment_of, committed_offsets, produce
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 from kafka.coordinator.assignors.range import RangePartitionAssignor
@@ -135,8 +135,7 @@ def test_kafka_python_and_confluent_share_a_group(group_cluster: LocalCluster) -
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
             "partition.assignment.strategy": "range",
-            "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 500,
+            **SESSION,
         }
     )
     got: list[tuple[str, int, bytes]] = []
