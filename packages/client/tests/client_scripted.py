@@ -264,6 +264,12 @@ class ScriptedCluster:
             await self._stop.wait()
             nursery.cancel_scope.cancel()
 
+    def _in_loop(self) -> bool:
+        try:
+            return trio.lowlevel.current_trio_token() is self._token
+        except RuntimeError:
+            return False
+
     def call(self, fn: Callable[[], Any]) -> Any:
         """Run `fn` on the cluster's loop (for changes that must not race a request)."""
         assert self._token is not None
@@ -295,6 +301,9 @@ class ScriptedCluster:
 
     def append(self, topic: str, partition: int, batch: bytes) -> int:
         """Append a record batch as a leader would; returns its base offset."""
+        if not self._in_loop():  # from a test's thread: wake fetches on the loop's side
+            result: int = self.call(lambda: self.append(topic, partition, batch))
+            return result
         p = self.topics[topic][partition]
         base = p.next_offset
         for entry in iter_batches(batch, strict=True):

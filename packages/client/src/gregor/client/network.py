@@ -28,6 +28,7 @@ import trio
 from gregor.client.cluster import Cluster
 from gregor.client.config import ClientConfig, parse_host_port
 from gregor.client.connection import BrokerConnection, ConnectionConfig
+from gregor.client.wakeup import Wakeup
 from gregor.protocol.apis.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
 from gregor.protocol.errors import KafkaError, NetworkError, RequestTimedOutError
 from gregor.protocol.schema import Request, Response
@@ -110,7 +111,7 @@ class NetworkClient:
         # None: every topic (pattern subscriptions); else the topics this client cares about.
         self.topics: set[str] | None = None if topics is None else set(topics)
         self.allow_auto_topic_creation = allow_auto_topic_creation
-        self._update_wanted = trio.Event()
+        self._update_wanted = Wakeup()  # set from any thread (a sync consumer's assign)
         self._updated = trio.Event()
         self._last_refresh = -math.inf
         self.metadata_error: Exception | None = None
@@ -125,6 +126,7 @@ class NetworkClient:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
+                self._update_wanted.bind()
                 nursery.start_soon(self._metadata_loop)
                 task_status.started()
                 await trio.sleep_forever()
@@ -372,9 +374,8 @@ class NetworkClient:
         max_age = self.config.metadata_max_age_ms / 1000
         failures = 0
         while True:
-            with trio.move_on_at(self._last_refresh + max_age):
-                await self._update_wanted.wait()
-            self._update_wanted = trio.Event()
+            await self._update_wanted.wait(self._last_refresh + max_age - trio.current_time())
+            self._update_wanted.clear()
             try:
                 await self.refresh_metadata()
             except (NetworkError, KafkaError) as exc:

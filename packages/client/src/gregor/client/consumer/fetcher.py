@@ -27,6 +27,7 @@ from gregor.client.consumer.records import CompletedFetch, next_offset_after
 from gregor.client.consumer.subscription import PartitionState, ResetStrategy, SubscriptionState
 from gregor.client.network import NetworkClient
 from gregor.client.types import TopicPartition
+from gregor.client.wakeup import Wakeup
 from gregor.protocol.apis.fetch import (
     FetchPartition,
     FetchRequest,
@@ -136,37 +137,21 @@ class Fetcher:
         self.buffer = buffer
         self.read_committed = config.isolation_level == "read_committed"
         self._busy: set[int] = set()
-        self._wakeup = trio.Event()
-        self._token: trio.lowlevel.TrioToken | None = None
+        self._wakeup = Wakeup()
 
     def wake(self) -> None:
         """Re-check what to fetch; safe from any thread."""
-        token = self._token
-        if token is None:
-            return
-        try:
-            if trio.lowlevel.current_trio_token() is token:
-                self._wakeup.set()
-                return
-        except RuntimeError:
-            pass
-        try:
-            token.run_sync_soon(self._wakeup.set)
-        except trio.RunFinishedError:
-            pass
+        self._wakeup.set()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        self._token = trio.lowlevel.current_trio_token()
+        self._wakeup.bind()
         self.client.listeners.append(self.wake)
         async with trio.open_nursery() as nursery:
             task_status.started()
             while True:
-                woken = self._wakeup
+                self._wakeup.clear()
                 self._start_fetches(nursery)
-                with trio.move_on_after(1.0):
-                    await woken.wait()
-                if self._wakeup is woken:
-                    self._wakeup = trio.Event()
+                await self._wakeup.wait(1.0)
 
     def _start_fetches(self, nursery: trio.Nursery) -> None:
         cluster = self.client.cluster

@@ -31,6 +31,7 @@ from gregor.client.producer.accumulator import Accumulator
 from gregor.client.producer.batch import ProducerBatch
 from gregor.client.producer.transactions import TransactionManager
 from gregor.client.types import TopicPartition
+from gregor.client.wakeup import Wakeup
 from gregor.protocol.apis.produce import (
     PartitionProduceData,
     ProduceRequest,
@@ -72,8 +73,7 @@ class Sender:
         self.delivery_timeout = config.delivery_timeout_ms / 1000
         self.request_timeout = config.request_timeout_ms / 1000
         self.backoff = Backoff(config.retry_backoff_ms, config.retry_backoff_max_ms)
-        self._wakeup = trio.Event()
-        self._token: trio.lowlevel.TrioToken | None = None
+        self._wakeup = Wakeup()
         self._running = 0
         self.closing = False
         # Told of each completed batch that has on_delivery callbacks to run.
@@ -81,23 +81,11 @@ class Sender:
 
     def wake(self) -> None:
         """Wake the loop; safe from any thread."""
-        token = self._token
-        if token is None:
-            return
-        try:
-            if trio.lowlevel.current_trio_token() is token:
-                self._wakeup.set()
-                return
-        except RuntimeError:
-            pass  # not in a trio thread
-        try:
-            token.run_sync_soon(self._wakeup.set)
-        except trio.RunFinishedError:
-            pass
+        self._wakeup.set()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Loop until cancelled, or until closing and everything is settled."""
-        self._token = trio.lowlevel.current_trio_token()
+        self._wakeup.bind()
         self.accumulator.wake_sender = self.wake
         self.client.listeners.append(self.wake)
         async with trio.open_nursery() as nursery:
@@ -112,14 +100,13 @@ class Sender:
         accumulator = self.accumulator
         with accumulator.lock:
             if self._wakeup.is_set():
-                self._wakeup = trio.Event()
+                self._wakeup.clear()
                 return
             accumulator.sender_idle = True
-        with trio.move_on_after(delay):
-            await self._wakeup.wait()
+        await self._wakeup.wait(delay)
         with accumulator.lock:
             accumulator.sender_idle = False
-            self._wakeup = trio.Event()
+            self._wakeup.clear()
 
     async def _run_once(self, nursery: trio.Nursery) -> float:
         """One pass; returns how long to sleep."""
