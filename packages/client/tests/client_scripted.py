@@ -273,7 +273,19 @@ class ScriptedCluster:
     def call(self, fn: Callable[[], Any]) -> Any:
         """Run `fn` on the cluster's loop (for changes that must not race a request)."""
         assert self._token is not None
-        return trio.from_thread.run_sync(fn, trio_token=self._token)
+        token = self._token
+        try:
+            trio.lowlevel.current_trio_token()
+        except RuntimeError:
+            return trio.from_thread.run_sync(fn, trio_token=token)
+        # From a trio test's own loop: trio lends no thread hop from there, so hop twice.
+        result: list[Any] = []
+        hop = threading.Thread(
+            target=lambda: result.append(trio.from_thread.run_sync(fn, trio_token=token))
+        )
+        hop.start()
+        hop.join(10)
+        return result[0]
 
     # -- state -----------------------------------------------------------------------------
 
