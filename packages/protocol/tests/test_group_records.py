@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gregor.protocol.errors import DecodeError
@@ -178,6 +178,7 @@ def test_offset_commit_key_round_trip(group: str, topic: str, partition: int) ->
 
 
 @pytest.mark.parametrize("version", range(5))
+@settings(max_examples=40)
 @given(data=st.data())
 def test_offset_commit_value_round_trip(version: int, data: st.DataObject) -> None:
     value = OffsetCommitValue(
@@ -194,6 +195,7 @@ def test_offset_commit_value_round_trip(version: int, data: st.DataObject) -> No
 
 
 @pytest.mark.parametrize("version", range(5))
+@settings(max_examples=40)
 @given(data=st.data())
 def test_group_metadata_value_round_trip(version: int, data: st.DataObject) -> None:
     members = [
