@@ -13,6 +13,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from gregor.broker.devcluster import LocalCluster
 from gregor.protocol.apis.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from gregor.protocol.framing import decode_response, encode_request
 from gregor.storage.manager import CLEAN_SHUTDOWN_FILE
 from gregor_testing.cluster import (
     WireClient,
@@ -157,3 +158,17 @@ def test_a_thousand_idle_connections_cost_little(cluster_factory: Factory) -> No
     finally:
         for sock in idle:
             sock.close()
+
+
+def test_idle_connections_are_closed_but_not_a_slow_frame(cluster_factory: Factory) -> None:
+    cluster = cluster_factory(1, connections_max_idle_ms=1000)
+    broker = cluster.broker(0)
+    with WireClient(broker) as idle, WireClient(broker) as slow:
+        frame = encode_request(ApiVersionsRequest(), 3, 1, "slow-client")
+        slow.sock.sendall(frame[:10])
+        assert idle.closed_by_broker()  # nothing for connections.max.idle.ms
+        slow.sock.sendall(frame[10:])  # the rest of a frame that started long ago
+        size = int.from_bytes(slow.exactly(4), "big")
+        _, response = decode_response(slow.exactly(size), 18, 3)
+        assert isinstance(response, ApiVersionsResponse)
+        assert slow.closed_by_broker()  # and then idle in turn

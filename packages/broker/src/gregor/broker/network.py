@@ -154,21 +154,26 @@ class Connection:
     async def _read(self, send: trio.MemorySendChannel[bytes]) -> None:
         idle = self.server.broker.config.connections_max_idle_ms / 1000
         frames = self.frames
+        sock = self.stream.socket
         async with send:
             while True:
-                with trio.move_on_after(idle if idle > 0 else math.inf) as scope:
-                    try:
-                        frame = await frames.receive()
-                    except ProtocolError as exc:  # size prefix too large or negative, EOF
-                        log.warning("closing connection %s: %s", self, exc)
+                if not frames.buffered():
+                    # Idle means: nothing to read and nothing being answered. The timeout
+                    # only ever interrupts this wait, never a frame half read.
+                    with trio.move_on_after(idle if idle > 0 else math.inf) as scope:
+                        await trio.lowlevel.wait_readable(sock)
+                    if scope.cancelled_caught:
+                        if self.in_flight:
+                            continue
+                        log.debug("closing idle connection %s", self)
                         return
-                    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                        log.debug("connection %s broke: %s", self, exc)
-                        return
-                if scope.cancelled_caught:
-                    if self.in_flight or frames.buffered():
-                        continue
-                    log.debug("closing idle connection %s", self)
+                try:
+                    frame = await frames.receive()
+                except ProtocolError as exc:  # size prefix too large or negative, EOF
+                    log.warning("closing connection %s: %s", self, exc)
+                    return
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                    log.debug("connection %s broke: %s", self, exc)
                     return
                 if frame is None:
                     return
