@@ -105,10 +105,11 @@ class StickyPartitions:
         self.switch_after = max(batch_size, 1)
         self.adaptive = adaptive
         self._rng = rng or random.Random()
-        self._current: dict[str, StickyChoice] = {}
+        # The current choice of each topic; readers on a hot path may look it up directly.
+        self.current: dict[str, StickyChoice] = {}
 
     def lookup(self, topic: str) -> StickyChoice | None:
-        return self._current.get(topic)
+        return self.current.get(topic)
 
     def choose(
         self,
@@ -118,7 +119,7 @@ class StickyPartitions:
         queue_sizes: Callable[[int], int] | None = None,
     ) -> StickyChoice:
         """Switch `topic` to a new sticky partition."""
-        choice = self._current[topic] = StickyChoice(
+        choice = self.current[topic] = StickyChoice(
             self._next(num_partitions, available, queue_sizes)
         )
         return choice
@@ -131,7 +132,7 @@ class StickyPartitions:
         queue_sizes: Callable[[int], int] | None = None,
     ) -> int:
         """The sticky partition of `topic` now."""
-        choice = self._current.get(topic)
+        choice = self.current.get(topic)
         if choice is None or choice.partition >= num_partitions:
             choice = self.choose(topic, num_partitions, available, queue_sizes)
         return choice.partition
@@ -145,7 +146,7 @@ class StickyPartitions:
         queue_sizes: Callable[[int], int] | None = None,
     ) -> None:
         """Count bytes appended to the sticky partition; switch once it has had its batch."""
-        choice = self._current.get(topic)
+        choice = self.current.get(topic)
         if choice is None:
             return
         choice.produced += nbytes

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from gregor.client.types import TopicPartition
 from gregor.protocol.errors import KafkaError
@@ -20,60 +20,25 @@ from gregor.protocol.records import ControlType, RecordBatch, TimestampType, ite
 Deserialize = Callable[[bytes | None, str], Any]
 
 
-class ConsumerRecord:
-    """One record as the application sees it."""
+class ConsumerRecord(NamedTuple):
+    """One record as the application sees it (a tuple: built in C, cheap to hand over)."""
 
-    __slots__ = (
-        "headers",
-        "key",
-        "leader_epoch",
-        "offset",
-        "partition",
-        "timestamp",
-        "timestamp_type",
-        "topic",
-        "value",
-    )
-
-    def __init__(
-        self,
-        topic: str,
-        partition: int,
-        offset: int,
-        timestamp: int,
-        timestamp_type: TimestampType,
-        key: Any,
-        value: Any,
-        headers: tuple[tuple[str, bytes | None], ...],
-        leader_epoch: int | None = None,
-    ) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.offset = offset
-        self.timestamp = timestamp
-        self.timestamp_type = timestamp_type
-        self.key = key
-        self.value = value
-        self.headers = headers
-        self.leader_epoch = leader_epoch
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: TimestampType
+    key: Any
+    value: Any
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+    leader_epoch: int | None = None
 
     @property
     def topic_partition(self) -> TopicPartition:
         return TopicPartition(self.topic, self.partition)
 
-    def __repr__(self) -> str:
-        return (
-            f"ConsumerRecord(topic={self.topic!r}, partition={self.partition}, "
-            f"offset={self.offset}, timestamp={self.timestamp}, key={self.key!r}, "
-            f"value={self.value!r}, headers={self.headers!r})"
-        )
 
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, ConsumerRecord):
-            return NotImplemented
-        return all(getattr(self, n) == getattr(other, n) for n in self.__slots__)
-
-    __hash__ = None  # type: ignore[assignment]
+_new_record = tuple.__new__  # ConsumerRecord's fields in one C call, no Python __new__
 
 
 class CompletedFetch:
@@ -135,51 +100,48 @@ class CompletedFetch:
         """Up to `max_records` more records (at or after the fetch offset), decoded."""
         out: list[ConsumerRecord] = []
         topic, partition = self.tp
-        fetch_offset = self.fetch_offset
         while len(out) < max_records:
             if self._index >= len(self._current):
                 batch = self._next_batch()
                 if batch is None:
                     break
-                self._current = batch.records()
-                self._index = 0
+                records = batch.records()
+                start = 0
+                if records and records[0].offset < self.fetch_offset:
+                    # The first batch may begin before the offset asked for.
+                    while start < len(records) and records[start].offset < self.fetch_offset:
+                        start += 1
+                self._current = records
+                self._index = start
                 epoch = batch.header.partition_leader_epoch
                 self._timestamp_type = batch.header.timestamp_type
                 self._leader_epoch = epoch if epoch >= 0 else None
                 continue
-            timestamp_type, leader_epoch = self._timestamp_type, self._leader_epoch
+            tt, le = self._timestamp_type, self._leader_epoch
             end = min(len(self._current), self._index + max_records - len(out))
-            for record in self._current[self._index : end]:
-                if record.offset < fetch_offset:
-                    continue  # a batch starts before the offset asked for
-                key, value = record.key, record.value
+            chunk = self._current[self._index : end]
+            self._index = end
+            new, cls = _new_record, ConsumerRecord
+            if key_deserializer is None and value_deserializer is None:
+                out += [
+                    new(cls, (topic, partition, r.offset, r.timestamp, tt, r.key, r.value,
+                              r.headers, le))
+                    for r in chunk
+                ]  # fmt: skip
+                continue
+            for r in chunk:
+                key, value = r.key, r.value
                 if key_deserializer is not None:
                     key = key_deserializer(key, topic)
                 if value_deserializer is not None:
                     value = value_deserializer(value, topic)
                 out.append(
-                    ConsumerRecord(
-                        topic,
-                        partition,
-                        record.offset,
-                        record.timestamp,
-                        timestamp_type,
-                        key,
-                        value,
-                        record.headers,
-                        leader_epoch,
+                    new(
+                        cls,
+                        (topic, partition, r.offset, r.timestamp, tt, key, value, r.headers, le),
                     )
                 )
-            self._index = end
         return out
-
-    @property
-    def exhausted(self) -> bool:
-        return (
-            self._batches is not None
-            and self._index >= len(self._current)
-            and (self._batches is _DONE)
-        )
 
     def _next_batch(self) -> RecordBatch | None:
         if self._batches is None:

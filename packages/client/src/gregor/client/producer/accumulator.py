@@ -79,14 +79,18 @@ class Accumulator:
         self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
         self._in_flight: dict[TopicPartition, int] = {}
         self._tps: dict[str, list[TopicPartition]] = {}
+        # Each partition's batch still open for appends (None: start one), by topic.
+        self._open: dict[str, list[ProducerBatch | None]] = {}
         self.sticky = sticky
+        self._sticky_current = sticky.current
         self.max_record_size = min(max_request_size - BATCH_HEADER_SIZE, buffer_memory)
         self._order = itertools.count()
         self.memory_used = 0
         self.incomplete = 0  # batches created and not yet completed
         self.completions = 0  # bumped on every completion: waiters for room compare it
         self.flushing = 0
-        self.closed = False
+        # Set when appends must fail: the producer closed, or hit a fatal error.
+        self.stopped: KafkaError | None = None
         self.sender_idle = False
         self.wake_sender: Callable[[], None] = lambda: None
 
@@ -115,44 +119,33 @@ class Accumulator:
             self._too_large(topic, size)
         wake = False
         with self.lock:
-            if self.closed:
-                raise KafkaError("the producer is closed")
-            if self.memory_used + size > self.buffer_memory:
+            if self.memory_used + size > self.buffer_memory or self.stopped is not None:
+                if self.stopped is not None:
+                    raise self.stopped
                 return None
             choice = None
             if partition is None:
-                choice = self.sticky.lookup(topic)
+                choice = self._sticky_current.get(topic)
                 if choice is None or choice.partition >= len(info.partitions):
                     choice = self._switch(topic, info)
                 partition = choice.partition
-            tps = self._tps.get(topic)
-            if tps is None or partition >= len(tps):
-                tps = self._tps[topic] = [
-                    TopicPartition(topic, p) for p in range(len(info.partitions))
-                ]
-            tp = tps[partition]
-            queue = self._queues.get(tp)
-            if queue is None:
-                queue = self._queues[tp] = deque()
-            batch = queue[-1] if queue else None
+            open_batches = self._open.get(topic)
+            if open_batches is None or partition >= len(open_batches):
+                open_batches = self._add_topic(topic, len(info.partitions))
+            batch = open_batches[partition]
             if (
                 batch is None
                 or not batch.is_open
                 or (batch.count and batch.size + size > self.batch_size)
             ):
-                if batch is not None:
-                    batch.is_open = False
-                batch = ProducerBatch(tp, self.compression, monotonic(), next(self._order))
-                queue.append(batch)
-                self.incomplete += 1
+                batch = self._new_batch(topic, partition, open_batches)
                 wake = True  # a sleeping sender learns the new batch's linger deadline
             index = batch.count
             try:
                 batch.builder.append(value, key, headers, timestamp)
             except Exception:
                 if index == 0:  # do not leave an empty batch behind
-                    queue.pop()
-                    self.incomplete -= 1
+                    self._drop_empty(batch)
                 raise
             batch.count = index + 1
             batch.size += size
@@ -175,6 +168,34 @@ class Accumulator:
         if wake:
             self.wake_sender()
         return batch, index
+
+    def _add_topic(self, topic: str, partitions: int) -> list[ProducerBatch | None]:
+        """Per-partition state of a topic seen for the first time (or grown)."""
+        self._tps[topic] = [TopicPartition(topic, p) for p in range(partitions)]
+        previous = self._open.get(topic) or []
+        open_batches = self._open[topic] = previous + [None] * (partitions - len(previous))
+        return open_batches
+
+    def _new_batch(
+        self, topic: str, partition: int, open_batches: list[ProducerBatch | None]
+    ) -> ProducerBatch:
+        tp = self._tps[topic][partition]
+        previous = open_batches[partition]
+        if previous is not None:
+            previous.is_open = False
+        queue = self._queues.get(tp)
+        if queue is None:
+            queue = self._queues[tp] = deque()
+        batch = ProducerBatch(tp, self.compression, monotonic(), next(self._order))
+        queue.append(batch)
+        open_batches[partition] = batch
+        self.incomplete += 1
+        return batch
+
+    def _drop_empty(self, batch: ProducerBatch) -> None:
+        self._queues[batch.tp].remove(batch)
+        self._open[batch.tp.topic][batch.tp.partition] = None
+        self.incomplete -= 1
 
     def _switch(self, topic: str, info: TopicInfo) -> StickyChoice:
         sizes = None
@@ -203,7 +224,7 @@ class Accumulator:
         backoff ending, or a batch reaching its delivery timeout)."""
         check = ReadyCheck()
         linger = self.linger
-        hurry = self.flushing > 0 or self.closed
+        hurry = self.flushing > 0 or self.stopped is not None
         limit = self.max_in_flight_per_partition
         with self.lock:
             for tp, queue in self._queues.items():
@@ -299,6 +320,12 @@ class Accumulator:
         for batch in batches:
             batch.is_open = False
         return batches
+
+    def stop(self, error: KafkaError) -> None:
+        """No more appends: each one raises `error` from now on."""
+        with self.lock:
+            if self.stopped is None:
+                self.stopped = error
 
     def has_unsent(self) -> bool:
         with self.lock:

@@ -81,6 +81,7 @@ class ProducerCore:
         self.sender = Sender(config, self.accumulator, self.client, self.transactions)
         self.key_serializer = serializer(config.key_serializer, "key.serializer")
         self.value_serializer = serializer(config.value_serializer, "value.serializer")
+        self.serializing = self.key_serializer is not None or self.value_serializer is not None
         self.partition_for_key = key_partitioner(config.partitioner, config.partitioner_ignore_keys)
         # Every built-in sends a missing key to the sticky partition except murmur2 and
         # consistent, which hash it as empty; those ask the key partitioner.
@@ -115,12 +116,11 @@ class ProducerCore:
             if not isinstance(topic, str) or not topic:
                 raise TypeError(f"topic must be a non-empty str, not {topic!r}")
             raise NeedMetadata(topic)
-        if self.transactions.fatal is not None:
-            raise self.transactions.fatal
-        if self.key_serializer is not None:
-            key = self.key_serializer(key, topic)
-        if self.value_serializer is not None:
-            value = self.value_serializer(value, topic)
+        if self.serializing:
+            if self.key_serializer is not None:
+                key = self.key_serializer(key, topic)
+            if self.value_serializer is not None:
+                value = self.value_serializer(value, topic)
         if partition is None:
             if key is not None or not self.keyless_is_sticky:
                 partition = self.partition_for_key(topic, key, len(info.partitions))
@@ -165,6 +165,5 @@ class ProducerCore:
             while accumulator.incomplete:
                 await trio.sleep(0.01)
         error = KafkaError("the producer was closed before these records were sent")
-        with accumulator.lock:
-            accumulator.closed = True
+        accumulator.stop(KafkaError("the producer is closed"))
         self.sender._fail_all(error)

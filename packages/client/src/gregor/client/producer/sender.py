@@ -128,6 +128,7 @@ class Sender:
                 await transactions.init_producer_id()
             except (KafkaError, NetworkError) as exc:
                 if transactions.fatal is not None:
+                    accumulator.stop(transactions.fatal)
                     self._fail_all(transactions.fatal)
                     return 1.0
                 log.warning("no producer id yet: %s", exc)

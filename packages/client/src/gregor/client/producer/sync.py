@@ -62,11 +62,33 @@ class Producer:
         Blocks (up to max.block.ms) only to learn a new topic's partitions or to wait for
         room in buffer.memory.
         """
+        try:
+            future = self._core.append_record(
+                topic, value, key, partition, headers, timestamp, on_delivery
+            )
+        except NeedMetadata:
+            future = None
+        if future is None:
+            future = self._produce_waiting(
+                topic, value, key, partition, headers, timestamp, on_delivery
+            )
+        return future
+
+    def _produce_waiting(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: int | None,
+        headers: Headers,
+        timestamp: int | None,
+        on_delivery: DeliveryCallback | None,
+    ) -> RecordFuture:
+        """produce() when the topic is new or the buffer is full: wait, up to max.block.ms."""
         core = self._core
         accumulator = core.accumulator
-        future = None
-        deadline = 0.0
-        while future is None:
+        deadline = time.monotonic() + core.max_block
+        while True:
             completions = accumulator.completions
             try:
                 future = core.append_record(
@@ -75,18 +97,17 @@ class Producer:
             except NeedMetadata:
                 self._io.call(core.wait_for_topic, topic)
                 continue
-            if future is None:  # no room in buffer.memory: wait, up to max.block.ms
-                now = time.monotonic()
-                deadline = deadline or now + core.max_block
-                with accumulator.changed:
-                    if accumulator.completions != completions:
-                        continue  # room was made since we tried
-                    if now >= deadline or not accumulator.changed.wait(deadline - now):
-                        raise RequestTimedOutError(
-                            f"no room in buffer.memory ({accumulator.buffer_memory} bytes) "
-                            f"for a record to {topic!r} within max.block.ms"
-                        )
-        return future
+            if future is not None:
+                return future
+            now = time.monotonic()
+            with accumulator.changed:
+                if accumulator.completions != completions:
+                    continue  # room was made since we tried
+                if now >= deadline or not accumulator.changed.wait(deadline - now):
+                    raise RequestTimedOutError(
+                        f"no room in buffer.memory ({accumulator.buffer_memory} bytes) "
+                        f"for a record to {topic!r} within max.block.ms"
+                    )
 
     def poll(self, timeout: float = 0.0) -> int:
         """Run the delivery callbacks of records settled so far; returns how many ran.
