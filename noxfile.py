@@ -132,3 +132,16 @@ def bench_storage(session: nox.Session) -> None:
     recovery speed (--only append|read|lookup|recovery, --recovery-mib M)."""
     install(session, "protocol", "storage")
     session.run("python", "bench/bench_storage.py", *session.posargs)
+
+
+@nox.session
+def bench_client(session: nox.Session) -> None:
+    """gregor-client (sync and async) against kafka-python, aiokafka and confluent-kafka:
+    1,000,000 records of 100 bytes produced and consumed on one broker (--records N,
+    --rounds R, --only NAME ...)."""
+    install(
+        session,
+        *PACKAGES,
+        extra=["kafka-python>=2.0.2", "aiokafka>=0.11", "confluent-kafka>=2.4", "kazoo>=2.9"],
+    )
+    session.run("python", "bench/bench_client.py", *session.posargs)
