@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import socket
 import ssl
 from collections import deque
 from typing import TypeVar
@@ -60,6 +61,9 @@ class ConnectionConfig:
     max_response_size: int = 1 << 30
     ssl_context: ssl.SSLContext | None = None
     receive_size: int = 1 << 20
+    # SO_SNDBUF / SO_RCVBUF (send.buffer.bytes, receive.buffer.bytes); -1: the OS default.
+    send_buffer: int = -1
+    receive_buffer: int = -1
 
 
 class _Pending:
@@ -107,7 +111,14 @@ class BrokerConnection:
         config = config or ConnectionConfig()
         try:
             with trio.fail_after(config.connect_timeout):
-                stream: trio.abc.Stream = await trio.open_tcp_stream(host, port)
+                tcp = await trio.open_tcp_stream(host, port)
+                for option, size in (
+                    (socket.SO_SNDBUF, config.send_buffer),
+                    (socket.SO_RCVBUF, config.receive_buffer),
+                ):
+                    if size > 0:
+                        tcp.setsockopt(socket.SOL_SOCKET, option, size)
+                stream: trio.abc.Stream = tcp
                 if config.ssl_context is not None:
                     tls = trio.SSLStream(stream, config.ssl_context, server_hostname=host)
                     await tls.do_handshake()

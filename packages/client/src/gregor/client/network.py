@@ -99,6 +99,8 @@ class NetworkClient:
             connect_timeout=config.socket_connection_setup_timeout_ms / 1000,
             max_in_flight=max_in_flight,
             ssl_context=config.ssl_context,
+            send_buffer=config.send_buffer_bytes,
+            receive_buffer=config.receive_buffer_bytes,
         )
         self._bootstrap = [_Node(*parse_host_port(s)) for s in config.bootstrap_servers]
         self._nodes: dict[int, _Node] = {}
