@@ -28,6 +28,14 @@ from typing import Any
 VALUE = b"v" * 100
 CLIENTS = ["gregor-sync", "gregor-async", "kafka-python", "aiokafka", "confluent-kafka"]
 TARGETS = {"aiokafka": 1.5, "kafka-python": 3.0, "confluent-kafka": 0.5}
+GREGOR_PRODUCER = {
+    "acks": "1",
+    "linger.ms": 5,
+    "batch.size": 1_000_000,
+    "buffer.memory": 256 * 1024 * 1024,
+    "enable.idempotence": False,
+}
+GREGOR_CONSUMER = {"auto.offset.reset": "earliest", "max.partition.fetch.bytes": 8_388_608}
 
 
 # -- the workers (each runs in a process of its own) ------------------------------------------
@@ -37,16 +45,7 @@ def gregor_sync(phase: str, bootstrap: str, topic: str, partitions: int, records
     from gregor.client import Consumer, Producer, TopicPartition
 
     if phase == "produce":
-        with Producer(
-            {
-                "bootstrap.servers": bootstrap,
-                "acks": "1",
-                "linger.ms": 5,
-                "batch.size": 1_000_000,
-                "buffer.memory": 256 * 1024 * 1024,
-                "enable.idempotence": False,
-            }
-        ) as producer:
+        with Producer({"bootstrap.servers": bootstrap, **GREGOR_PRODUCER}) as producer:
             producer.produce(topic, VALUE).result(30)  # metadata and connections first
             started = time.perf_counter()
             produce = producer.produce
@@ -54,13 +53,7 @@ def gregor_sync(phase: str, bootstrap: str, topic: str, partitions: int, records
                 produce(topic, VALUE)
             producer.flush()
             return time.perf_counter() - started
-    with Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "auto.offset.reset": "earliest",
-            "max.partition.fetch.bytes": 8_388_608,
-        }
-    ) as consumer:
+    with Consumer({"bootstrap.servers": bootstrap, **GREGOR_CONSUMER}) as consumer:
         consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
         consumer.position(TopicPartition(topic, 0))
         started = time.perf_counter()
@@ -76,16 +69,7 @@ def gregor_async(phase: str, bootstrap: str, topic: str, partitions: int, record
     from gregor.client import AsyncConsumer, AsyncProducer, TopicPartition
 
     async def produce() -> float:
-        async with AsyncProducer(
-            {
-                "bootstrap.servers": bootstrap,
-                "acks": "1",
-                "linger.ms": 5,
-                "batch.size": 1_000_000,
-                "buffer.memory": 256 * 1024 * 1024,
-                "enable.idempotence": False,
-            }
-        ) as producer:
+        async with AsyncProducer({"bootstrap.servers": bootstrap, **GREGOR_PRODUCER}) as producer:
             await producer.send(topic, VALUE)
             started = time.perf_counter()
             send = producer.produce
@@ -95,13 +79,7 @@ def gregor_async(phase: str, bootstrap: str, topic: str, partitions: int, record
             return time.perf_counter() - started
 
     async def consume() -> float:
-        async with AsyncConsumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "auto.offset.reset": "earliest",
-                "max.partition.fetch.bytes": 8_388_608,
-            }
-        ) as consumer:
+        async with AsyncConsumer({"bootstrap.servers": bootstrap, **GREGOR_CONSUMER}) as consumer:
             consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
             await consumer.position(TopicPartition(topic, 0))
             started = time.perf_counter()

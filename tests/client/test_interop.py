@@ -217,28 +217,22 @@ def test_keys_land_in_the_partitions_kafka_python_picks(shared_cluster: LocalClu
     assert len(set(gregor)) == 12
 
 
-class _KafkaPythonMember:
-    def __init__(self, cluster: LocalCluster, group: str, topic: str) -> None:
-        self.consumer = kafka.KafkaConsumer(
-            topic,
-            bootstrap_servers=cluster.bootstrap_servers,
-            group_id=group,
-            auto_offset_reset="earliest",
-            enable_auto_commit=True,
-            auto_commit_interval_ms=200,
-            partition_assignment_strategy=[
-                kafka.coordinator.assignors.range.RangePartitionAssignor
-            ],
-        )
+class _Member:
+    """A group member polling on a thread of its own; subclasses say how to poll."""
+
+    def __init__(self, consumer: Any) -> None:
+        self.consumer = consumer
         self.values: list[bytes] = []
         self.stopped = False
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
+    def poll(self) -> list[bytes]:
+        raise NotImplementedError
+
     def _run(self) -> None:
         while not self.stopped:
-            for records in self.consumer.poll(200).values():
-                self.values += [r.value for r in records]
+            self.values += self.poll()
 
     def assignment(self) -> set[Any]:
         return set(self.consumer.assignment())
@@ -249,9 +243,29 @@ class _KafkaPythonMember:
         self.consumer.close()
 
 
-class _GregorMember:
+class _KafkaPythonMember(_Member):
     def __init__(self, cluster: LocalCluster, group: str, topic: str) -> None:
-        self.consumer = Consumer(
+        super().__init__(
+            kafka.KafkaConsumer(
+                topic,
+                bootstrap_servers=cluster.bootstrap_servers,
+                group_id=group,
+                auto_offset_reset="earliest",
+                enable_auto_commit=True,
+                auto_commit_interval_ms=200,
+                partition_assignment_strategy=[
+                    kafka.coordinator.assignors.range.RangePartitionAssignor
+                ],
+            )
+        )
+
+    def poll(self) -> list[bytes]:
+        return [r.value for batch in self.consumer.poll(200).values() for r in batch]
+
+
+class _GregorMember(_Member):
+    def __init__(self, cluster: LocalCluster, group: str, topic: str) -> None:
+        consumer = Consumer(
             {
                 "bootstrap.servers": cluster.bootstrap_servers,
                 "group.id": group,
@@ -259,23 +273,11 @@ class _GregorMember:
                 "auto.commit.interval.ms": 200,
             }
         )
-        self.consumer.subscribe([topic])
-        self.values: list[bytes] = []
-        self.stopped = False
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
+        consumer.subscribe([topic])
+        super().__init__(consumer)
 
-    def _run(self) -> None:
-        while not self.stopped:
-            self.values += [r.value for r in self.consumer.consume(100, timeout=0.2)]
-
-    def assignment(self) -> set[Any]:
-        return set(self.consumer.assignment())
-
-    def stop(self) -> None:
-        self.stopped = True
-        self.thread.join(30)
-        self.consumer.close()
+    def poll(self) -> list[bytes]:
+        return [r.value for r in self.consumer.consume(100, timeout=0.2)]
 
 
 def test_gregor_and_kafka_python_consumers_share_one_group(shared_cluster: LocalCluster) -> None:

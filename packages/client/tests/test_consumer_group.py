@@ -85,6 +85,18 @@ class Member:
             self.consumer.close()
 
 
+def manual(cluster: ScriptedCluster) -> Consumer:
+    """A group member that commits only when told to."""
+    return Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": "g",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+
+
 def tps(topic: str, *partitions: int) -> set[TopicPartition]:
     return {TopicPartition(topic, p) for p in partitions}
 
@@ -114,14 +126,7 @@ def test_a_single_member_reads_everything_and_commits(cluster: ScriptedCluster) 
 def test_committed_offsets_survive_a_restart(cluster: ScriptedCluster) -> None:
     cluster.create_topic("t", 1)
     fill(cluster, "t", 1, 20)
-    first = Consumer(
-        {
-            "bootstrap.servers": cluster.bootstrap,
-            "group.id": "g",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
-    )
+    first = manual(cluster)
     first.subscribe(["t"])
     got: list[ConsumerRecord] = []
     while len(got) < 7:
@@ -286,14 +291,7 @@ def test_commit_failures_after_a_rebalance_are_explicit(cluster: ScriptedCluster
 
     cluster.create_topic("t", 1)
     fill(cluster, "t", 1, 3)
-    c = Consumer(
-        {
-            "bootstrap.servers": cluster.bootstrap,
-            "group.id": "g",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
-    )
+    c = manual(cluster)
     c.subscribe(["t"])
     while not c.consume(3, timeout=1):
         pass

@@ -21,7 +21,7 @@ import logging
 import math
 import random
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar, overload
+from typing import Any
 
 import trio
 
@@ -34,8 +34,6 @@ from gregor.protocol.errors import KafkaError, NetworkError, RequestTimedOutErro
 from gregor.protocol.schema import Request, Response
 
 log = logging.getLogger(__name__)
-
-R = TypeVar("R", bound=Response)
 
 BOOTSTRAP = -1  # the pseudo node id of "some bootstrap server"
 # Coordinators get a connection of their own, as in the Java client: a JoinGroup may wait
@@ -275,7 +273,6 @@ class NetworkClient:
 
     # -- requests --------------------------------------------------------------------------
 
-    @overload
     async def request(
         self,
         node_id: int,
@@ -283,29 +280,7 @@ class NetworkClient:
         version: int | None = None,
         *,
         timeout: float | None = None,
-        response_type: type[R],
-    ) -> R: ...
-
-    @overload
-    async def request(
-        self,
-        node_id: int,
-        body: Request,
-        version: int | None = None,
-        *,
-        timeout: float | None = None,
-        response_type: None = None,
-    ) -> Response: ...
-
-    async def request(
-        self,
-        node_id: int,
-        body: Request,
-        version: int | None = None,
-        *,
-        timeout: float | None = None,
-        response_type: type[R] | None = None,
-    ) -> R | Response:
+    ) -> Response:
         """Send `body` to a broker (BOOTSTRAP: any) and wait for its response."""
         connection = await self.connect(node_id)
         return await self.send(connection, body, version, timeout=timeout)

@@ -17,7 +17,7 @@ import functools
 import math
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
+from typing import Any, Concatenate, ParamSpec, Protocol, Self, TypeVar
 
 import trio
 
@@ -311,6 +311,35 @@ class AsyncBridge:
 
     def signal(self) -> Signal:
         return Signal(self.library)
+
+
+class AsyncClient:
+    """Starting and closing, shared by the async clients. Subclasses set `_bridge` and
+    `_service` (their core's `run`), and extend `_started` and `close`."""
+
+    _bridge: AsyncBridge
+    _service: Service
+
+    async def start(self) -> None:
+        await self._bridge.start(self._service)
+        self._started()
+
+    def _started(self) -> None:
+        """Runs on the caller's loop once the core is up."""
+
+    async def close(self) -> None:
+        await self._bridge.stop()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        self._bridge.in_context = True
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        try:
+            await self.close()
+        finally:
+            await self._bridge.stop(leaving_context=True)
 
 
 class AsyncFacade(Protocol):

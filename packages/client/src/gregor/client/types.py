@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 
@@ -55,3 +55,11 @@ def as_offsets(
         else OffsetAndMetadata(meta)
         for tp, meta in offsets.items()
     }
+
+
+def partitions_by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
+    """Partition ids grouped by topic, sorted, as requests list them."""
+    out: dict[str, list[int]] = {}
+    for topic, partition in sorted(set(partitions)):
+        out.setdefault(topic, []).append(partition)
+    return out

@@ -7,33 +7,17 @@ from typing import Any
 
 from gregor.client.admin.core import AdminCore
 from gregor.client.config import AdminConfig
-from gregor.client.runtime import AsyncBridge, awaiting
+from gregor.client.runtime import AsyncBridge, AsyncClient, awaiting
 
 
-class AsyncAdminClient:
+class AsyncAdminClient(AsyncClient):
     """The operations of AdminClient, awaitable: `async with AsyncAdminClient(config)`."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         self.config = AdminConfig.from_dict(config)
         self._core = AdminCore(self.config)
+        self._service = self._core.run
         self._bridge = AsyncBridge(f"gregor-admin-{self.config.client_id}")
-
-    async def start(self) -> None:
-        await self._bridge.start(self._core.run)
-
-    async def close(self) -> None:
-        await self._bridge.stop()
-
-    async def __aenter__(self) -> AsyncAdminClient:
-        await self.start()
-        self._bridge.in_context = True
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        try:
-            await self.close()
-        finally:
-            await self._bridge.stop(leaving_context=True)
 
     create_topics = awaiting(AdminCore.create_topics)
     delete_topics = awaiting(AdminCore.delete_topics)

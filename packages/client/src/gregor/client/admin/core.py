@@ -40,7 +40,7 @@ from gregor.client.consumer.coordinator import fetch_committed
 from gregor.client.coordinators import CoordinatorType, find_coordinator
 from gregor.client.network import BOOTSTRAP, NetworkClient
 from gregor.client.offsets import EARLIEST, LATEST, list_offsets
-from gregor.client.types import OffsetAndTimestamp, TopicPartition
+from gregor.client.types import OffsetAndTimestamp, TopicPartition, partitions_by_topic
 from gregor.protocol.apis.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
@@ -572,9 +572,7 @@ class AdminCore:
         limit = self.api_timeout if timeout is None else timeout
         topics = None
         if partitions is not None:
-            grouped: dict[str, list[int]] = {}
-            for tp in partitions:
-                grouped.setdefault(tp.topic, []).append(tp.partition)
+            grouped = partitions_by_topic(partitions)
             topics = [ElectTopicPartitions(t, ps) for t, ps in grouped.items()]
 
         async def attempt() -> dict[TopicPartition, KafkaError | None]:
@@ -640,9 +638,7 @@ class AdminCore:
         limit = self.api_timeout if timeout is None else timeout
         topics = None
         if partitions is not None:
-            grouped: dict[str, list[int]] = {}
-            for tp in partitions:
-                grouped.setdefault(tp.topic, []).append(tp.partition)
+            grouped = partitions_by_topic(partitions)
             topics = [ListPartitionReassignmentsTopics(t, ps) for t, ps in grouped.items()]
 
         async def attempt() -> dict[TopicPartition, Reassignment]:

@@ -25,7 +25,6 @@ follows.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
 from gregor.client.assignors.base import (
@@ -38,7 +37,7 @@ from gregor.client.assignors.base import (
     sorted_members,
     subscribed_topics,
 )
-from gregor.client.types import TopicPartition
+from gregor.client.types import TopicPartition, partitions_by_topic
 from gregor.protocol.consumer_protocol import (
     CooperativeStickyAssignorUserData,
     StickyAssignorUserData,
@@ -51,10 +50,7 @@ NO_GENERATION = -1
 
 
 def group_by_topic(partitions: Sequence[TopicPartition]) -> list[TopicPartitions]:
-    by_topic: dict[str, list[int]] = defaultdict(list)
-    for tp in sorted(partitions):
-        by_topic[tp.topic].append(tp.partition)
-    return [TopicPartitions(topic, parts) for topic, parts in by_topic.items()]
+    return [TopicPartitions(t, ps) for t, ps in partitions_by_topic(partitions).items()]
 
 
 class _Plan:

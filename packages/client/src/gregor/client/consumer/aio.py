@@ -18,34 +18,23 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from gregor.client.consumer.base import ConsumerBase
-from gregor.client.consumer.core import ConsumerCore, ListenerCall
+from gregor.client.consumer.core import ConsumerCore, IoStep, ListenerCall, SpawnStep
 from gregor.client.consumer.records import ConsumerRecord
-from gregor.client.runtime import AsyncBridge, Signal, awaiting
+from gregor.client.runtime import AsyncBridge, AsyncClient, Signal, awaiting
 from gregor.client.types import OffsetAndMetadata, TopicPartition
 from gregor.protocol.errors import KafkaError
 
 
-class AsyncConsumer(ConsumerBase):
+class AsyncConsumer(ConsumerBase, AsyncClient):
     def __init__(self, config: Mapping[str, Any]) -> None:
         super().__init__(config)
+        self._service = self._core.run
         self._bridge = AsyncBridge(f"gregor-consumer-{self.config.client_id}")
         self._data: Signal | None = None
 
-    async def start(self) -> None:
-        await self._bridge.start(self._core.run)
+    def _started(self) -> None:
         self._data = data = self._bridge.signal()
         self._core.buffer.listeners.append(data.set)
-
-    async def __aenter__(self) -> AsyncConsumer:
-        await self.start()
-        self._bridge.in_context = True
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        try:
-            await self.close()
-        finally:
-            await self._bridge.stop(leaving_context=True)
 
     async def unsubscribe(self) -> None:
         await self._run_listener(self._core.unsubscribe())
@@ -95,30 +84,24 @@ class AsyncConsumer(ConsumerBase):
                 await data.wait(1.0 if remaining is None else min(remaining, 1.0))
 
     async def _prepare(self) -> None:
+        """What getmany() does before handing out records (rebalance, auto commit,
+        positions)."""
         if self._closed:
             raise KafkaError("the consumer is closed")
-        core = self._core
-        if core.coordinator is not None:
-            core.coordinator.last_poll = time.monotonic()
-            while core.rebalance_due():
-                await self._rebalance()
-            if core.auto_commit_due():
-                offsets = core.positions_to_commit()
-                if offsets:
-                    self._bridge.spawn(core.commit_quietly, offsets)
-        if core.positions_due():
-            await self._bridge.call(core.update_positions, core.api_timeout)
-
-    async def _rebalance(self) -> None:
-        core = self._core
-        coordinator = core.coordinator
-        assert coordinator is not None
-        calls, commit = core.before_join()
-        if commit:
-            await self._bridge.call(core.commit_quietly, commit)
-        await self._run_listener(calls)
-        assigned = await self._bridge.call(coordinator.join_group, core.join_topics())
-        await self._run_listener(core.after_join(assigned))
+        steps = self._core.poll_steps()
+        result: Any = None
+        while True:
+            try:
+                step = steps.send(result)
+            except StopIteration:
+                return
+            result = None
+            if isinstance(step, IoStep):
+                result = await self._bridge.call(step.fn, *step.args)
+            elif isinstance(step, SpawnStep):
+                self._bridge.spawn(step.fn, *step.args)
+            else:
+                await self._run_listener(step.calls)
 
     async def _run_listener(self, calls: list[ListenerCall]) -> None:
         for result in self._core.run_listener(calls, self):
@@ -151,4 +134,4 @@ class AsyncConsumer(ConsumerBase):
             await self._bridge.call(self._core.close, commit)
         finally:
             self._closed = True
-            await self._bridge.stop()
+            await super().close()

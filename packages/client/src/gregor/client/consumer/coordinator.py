@@ -31,7 +31,7 @@ from gregor.client.assignors.sticky import group_by_topic
 from gregor.client.config import ConsumerConfig
 from gregor.client.coordinators import CoordinatorType, find_coordinator
 from gregor.client.network import NetworkClient
-from gregor.client.types import OffsetAndMetadata, TopicPartition
+from gregor.client.types import OffsetAndMetadata, TopicPartition, partitions_by_topic
 from gregor.protocol.apis.heartbeat import HeartbeatRequest, HeartbeatResponse
 from gregor.protocol.apis.join_group import (
     JoinGroupRequest,
@@ -532,10 +532,9 @@ async def fetch_committed(
     forgets it; coordinator moves and loads are retried until `timeout`."""
     topics = None
     if partitions is not None:
-        by_topic: dict[str, list[int]] = {}
-        for tp in partitions:
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
-        topics = [OffsetFetchRequestTopic(t, ps) for t, ps in by_topic.items()]
+        topics = [
+            OffsetFetchRequestTopic(t, ps) for t, ps in partitions_by_topic(partitions).items()
+        ]
     request = OffsetFetchRequest(group_id=group_id, topics=topics, require_stable=True)
     attempts = 0
     with trio.move_on_after(timeout):

@@ -22,9 +22,10 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
 from typing import Any
 
+import attrs
 import trio
 
 from gregor.client.assignors import RebalanceProtocol, assignor_for
@@ -52,6 +53,32 @@ log = logging.getLogger(__name__)
 
 # A listener step for the application to run: (method name, partitions).
 ListenerCall = tuple[str, list[TopicPartition]]
+
+
+@attrs.frozen
+class IoStep:
+    """Run a coroutine on the I/O side and send its result back."""
+
+    fn: Callable[..., Awaitable[Any]]
+    args: tuple[Any, ...]
+
+
+@attrs.frozen
+class SpawnStep:
+    """Start a coroutine on the I/O side, without waiting for it."""
+
+    fn: Callable[..., Awaitable[Any]]
+    args: tuple[Any, ...]
+
+
+@attrs.frozen
+class ListenerStep:
+    """Tell the rebalance listener, in the application's thread or loop."""
+
+    calls: list[ListenerCall]
+
+
+PollStep = IoStep | SpawnStep | ListenerStep
 
 
 class ConsumerCore:
@@ -208,6 +235,27 @@ class ConsumerCore:
             if method is not None:
                 results.append(method(consumer, list(partitions)))
         return results
+
+    def poll_steps(self) -> Generator[PollStep, Any, None]:
+        """What poll() does before handing out records, as steps the wrapper runs in its own
+        way (blocking or awaiting): rebalance if due, auto commit, resolve positions. An
+        `IoStep` is sent back its result."""
+        coordinator = self.coordinator
+        if coordinator is not None:
+            coordinator.last_poll = time.monotonic()
+            while self.rebalance_due():
+                calls, commit = self.before_join()
+                if commit:
+                    yield IoStep(self.commit_quietly, (commit,))
+                yield ListenerStep(calls)
+                assigned = yield IoStep(coordinator.join_group, (self.join_topics(),))
+                yield ListenerStep(self.after_join(assigned))
+            if self.auto_commit_due():
+                offsets = self.positions_to_commit()
+                if offsets:
+                    yield SpawnStep(self.commit_quietly, (offsets,))
+        if self.positions_due():
+            yield IoStep(self.update_positions, (self.api_timeout,))
 
     # -- positions ---------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from gregor.client.consumer.base import ConsumerBase
-from gregor.client.consumer.core import ConsumerCore, ListenerCall
+from gregor.client.consumer.core import ConsumerCore, IoStep, ListenerCall, SpawnStep
 from gregor.client.consumer.records import ConsumerRecord
 from gregor.client.runtime import IOThread, blocking
 from gregor.client.types import OffsetAndMetadata, TopicPartition
@@ -80,31 +80,23 @@ class Consumer(ConsumerBase):
                     core.buffer.changed.wait(1.0 if remaining is None else min(remaining, 1.0))
 
     def _prepare(self) -> None:
-        """What poll() does before handing out records: rebalance, auto commit, positions."""
+        """What poll() does before handing out records (rebalance, auto commit, positions)."""
         if self._closed:
             raise KafkaError("the consumer is closed")
-        core = self._core
-        if core.coordinator is not None:
-            core.coordinator.last_poll = time.monotonic()
-            while core.rebalance_due():
-                self._rebalance()
-            if core.auto_commit_due():
-                offsets = core.positions_to_commit()
-                if offsets:
-                    self._io.spawn(core.commit_quietly, offsets)
-        if core.positions_due():
-            self._io.call(core.update_positions, core.api_timeout)
-
-    def _rebalance(self) -> None:
-        core = self._core
-        coordinator = core.coordinator
-        assert coordinator is not None
-        calls, commit = core.before_join()
-        if commit:
-            self._io.call(core.commit_quietly, commit)
-        self._run_listener(calls)
-        assigned = self._io.call(coordinator.join_group, core.join_topics())
-        self._run_listener(core.after_join(assigned))
+        steps = self._core.poll_steps()
+        result: Any = None
+        while True:
+            try:
+                step = steps.send(result)
+            except StopIteration:
+                return
+            result = None
+            if isinstance(step, IoStep):
+                result = self._io.call(step.fn, *step.args)
+            elif isinstance(step, SpawnStep):
+                self._io.spawn(step.fn, *step.args)
+            else:
+                self._run_listener(step.calls)
 
     def _run_listener(self, calls: list[ListenerCall]) -> None:
         self._core.run_listener(calls, self)

@@ -21,8 +21,8 @@ from typing import Any
 from gregor.client.config import ProducerConfig
 from gregor.client.producer.batch import DeliveryCallback, ProducerBatch, RecordFuture
 from gregor.client.producer.core import Headers, NeedMetadata, ProducerCore
-from gregor.client.runtime import AsyncBridge, Signal
-from gregor.client.types import OffsetAndMetadata, RecordMetadata, TopicPartition, as_offsets
+from gregor.client.runtime import AsyncBridge, AsyncClient, Signal, awaiting
+from gregor.client.types import RecordMetadata
 from gregor.protocol.errors import RequestTimedOutError
 
 
@@ -53,16 +53,16 @@ class AsyncRecordFuture:
         return self._future.result(0)
 
 
-class AsyncProducer:
+class AsyncProducer(AsyncClient):
     def __init__(self, config: Mapping[str, Any]) -> None:
         self.config = ProducerConfig.from_dict(config)
         self._core = ProducerCore(self.config)
+        self._service = self._core.run
         self._bridge = AsyncBridge(f"gregor-producer-{self.config.client_id}")
         self._changed: Signal | None = None
         self._closed = False
 
-    async def start(self) -> None:
-        await self._bridge.start(self._core.run)
+    def _started(self) -> None:
         self._changed = changed = self._bridge.signal()
         self._core.accumulator.listeners.append(changed.set)
         if self._bridge.library == "trio":
@@ -74,17 +74,6 @@ class AsyncProducer:
                 loop.call_soon_threadsafe(batch.run_delivery_callbacks)
 
             self._core.sender.delivered = deliver
-
-    async def __aenter__(self) -> AsyncProducer:
-        await self.start()
-        self._bridge.in_context = True
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        try:
-            await self.close()
-        finally:
-            await self._bridge.stop(leaving_context=True)
 
     def _signal(self) -> Signal:
         if self._changed is None:
@@ -142,27 +131,7 @@ class AsyncProducer:
         future = await self.produce(topic, value, key, partition, headers, timestamp)
         return await future
 
-    async def flush(self, timeout: float | None = None) -> int:
-        """Send everything queued and wait for it to settle; how many batches remain."""
-        accumulator = self._core.accumulator
-        changed = self._signal()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with accumulator.lock:
-            accumulator.flushing += 1
-        self._core.sender.wake()
-        try:
-            while True:
-                changed.clear()
-                if not accumulator.incomplete:
-                    break
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    break
-                await changed.wait(remaining)
-        finally:
-            with accumulator.lock:
-                accumulator.flushing -= 1
-        return accumulator.incomplete
+    flush = awaiting(ProducerCore.flush)
 
     async def close(self, timeout: float | None = None) -> None:
         if self._closed:
@@ -171,7 +140,7 @@ class AsyncProducer:
         try:
             await self._bridge.call(self._core.close, float("inf") if timeout is None else timeout)
         finally:
-            await self._bridge.stop()
+            await super().close()
 
     async def partitions_for(self, topic: str) -> list[int]:
         if self._core.partitions_for(topic) is None:
@@ -180,37 +149,10 @@ class AsyncProducer:
 
     # -- transactions ----------------------------------------------------------------------
 
-    async def init_transactions(self) -> None:
-        await self._bridge.call(self._core.transactions.init_transactions)
+    init_transactions = awaiting(ProducerCore.init_transactions)
+    send_offsets_to_transaction = awaiting(ProducerCore.send_offsets_to_transaction)
+    commit_transaction = awaiting(ProducerCore.commit_transaction)
+    abort_transaction = awaiting(ProducerCore.abort_transaction)
 
     def begin_transaction(self) -> None:
         self._core.transactions.begin()
-
-    async def send_offsets_to_transaction(
-        self,
-        offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
-        group_id: str,
-        generation_id: int = -1,
-        member_id: str = "",
-        group_instance_id: str | None = None,
-    ) -> None:
-        normalized = as_offsets(offsets)
-        await self._bridge.call(
-            self._core.transactions.send_offsets,
-            normalized,
-            group_id,
-            generation_id,
-            member_id,
-            group_instance_id,
-        )
-
-    async def commit_transaction(self) -> None:
-        await self.flush()
-        await self._bridge.call(self._core.transactions.end, True)
-
-    async def abort_transaction(self) -> None:
-        await self.flush()
-        await self._bridge.call(self._core.transactions.end, False)
-
-
-__all__ = ["AsyncProducer", "AsyncRecordFuture"]

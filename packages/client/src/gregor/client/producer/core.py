@@ -8,6 +8,7 @@ of a new topic, for room in the buffer, for a flush.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from time import time_ns
 from typing import Any
@@ -22,6 +23,8 @@ from gregor.client.producer.batch import DeliveryCallback, RecordFuture
 from gregor.client.producer.sender import Sender
 from gregor.client.producer.transactions import TransactionManager
 from gregor.client.serialization import serializer
+from gregor.client.types import OffsetAndMetadata, TopicPartition, as_offsets
+from gregor.client.wakeup import Wakeup
 from gregor.protocol.errors import KafkaError, UnknownTopicOrPartitionError
 from gregor.protocol.records import Compression
 
@@ -154,16 +157,58 @@ class ProducerCore:
     async def wait_for_topic(self, topic: str) -> None:
         await self.client.wait_for_topic(topic, self.max_block)
 
-    async def close(self, timeout: float) -> None:
-        """Send what is queued, wait up to `timeout`, then fail whatever is left."""
-        self.sender.closing = True
+    async def flush(self, timeout: float | None = None) -> int:
+        """Send everything queued and wait for it to settle (on the loop); how many batches
+        are still outstanding."""
         accumulator = self.accumulator
+        settled = Wakeup()
+        settled.bind()
+        accumulator.listeners.append(settled.set)
         with accumulator.lock:
             accumulator.flushing += 1
         self.sender.wake()
-        with trio.move_on_after(timeout):
-            while accumulator.incomplete:
-                await trio.sleep(0.01)
+        try:
+            with trio.move_on_after(math.inf if timeout is None else timeout):
+                while accumulator.incomplete:
+                    settled.clear()
+                    await settled.wait(math.inf)
+        finally:
+            accumulator.listeners.remove(settled.set)
+            with accumulator.lock:
+                accumulator.flushing -= 1
+        return accumulator.incomplete
+
+    # -- transactions ----------------------------------------------------------------------
+
+    async def init_transactions(self) -> None:
+        """Get the producer id and epoch of this transactional.id (fencing older ones)."""
+        await self.transactions.init_transactions()
+
+    async def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+        group_id: str,
+        generation_id: int = -1,
+        member_id: str = "",
+        group_instance_id: str | None = None,
+    ) -> None:
+        """Commit consumed offsets as part of the transaction (read-process-write)."""
+        await self.transactions.send_offsets(
+            as_offsets(offsets), group_id, generation_id, member_id, group_instance_id
+        )
+
+    async def commit_transaction(self) -> None:
+        await self.flush()
+        await self.transactions.end(True)
+
+    async def abort_transaction(self) -> None:
+        await self.flush()
+        await self.transactions.end(False)
+
+    async def close(self, timeout: float) -> None:
+        """Send what is queued, wait up to `timeout`, then fail whatever is left."""
+        self.sender.closing = True
+        await self.flush(timeout)
         error = KafkaError("the producer was closed before these records were sent")
-        accumulator.stop(KafkaError("the producer is closed"))
+        self.accumulator.stop(KafkaError("the producer is closed"))
         self.sender._fail_all(error)

@@ -14,15 +14,15 @@ never runs on the I/O thread.
 from __future__ import annotations
 
 import collections
+import functools
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from gregor.client.config import ProducerConfig
 from gregor.client.producer.batch import DeliveryCallback, ProducerBatch, RecordFuture
 from gregor.client.producer.core import Headers, NeedMetadata, ProducerCore
-from gregor.client.runtime import IOThread
-from gregor.client.types import OffsetAndMetadata, TopicPartition, as_offsets
+from gregor.client.runtime import IOThread, blocking
 from gregor.protocol.errors import RequestTimedOutError
 
 
@@ -62,27 +62,19 @@ class Producer:
         Blocks (up to max.block.ms) only to learn a new topic's partitions or to wait for
         room in buffer.memory.
         """
+        args = (topic, value, key, partition, headers, timestamp, on_delivery)
         try:
-            future = self._core.append_record(
-                topic, value, key, partition, headers, timestamp, on_delivery
-            )
+            future = self._core.append_record(*args)
         except NeedMetadata:
             future = None
-        if future is None:
+        if future is None:  # the slow path: a new topic, or a full buffer
             future = self._produce_waiting(
-                topic, value, key, partition, headers, timestamp, on_delivery
+                functools.partial(self._core.append_record, *args), topic
             )
         return future
 
     def _produce_waiting(
-        self,
-        topic: str,
-        value: Any,
-        key: Any,
-        partition: int | None,
-        headers: Headers,
-        timestamp: int | None,
-        on_delivery: DeliveryCallback | None,
+        self, attempt: Callable[[], RecordFuture | None], topic: str
     ) -> RecordFuture:
         """produce() when the topic is new or the buffer is full: wait, up to max.block.ms."""
         core = self._core
@@ -91,9 +83,7 @@ class Producer:
         while True:
             completions = accumulator.completions
             try:
-                future = core.append_record(
-                    topic, value, key, partition, headers, timestamp, on_delivery
-                )
+                future = attempt()
             except NeedMetadata:
                 self._io.call(core.wait_for_topic, topic)
                 continue
@@ -176,36 +166,10 @@ class Producer:
 
     # -- transactions ----------------------------------------------------------------------
 
-    def init_transactions(self) -> None:
-        """Get the producer id and epoch of this transactional.id (fences older instances)."""
-        self._io.call(self._core.transactions.init_transactions)
+    init_transactions = blocking(ProducerCore.init_transactions)
+    send_offsets_to_transaction = blocking(ProducerCore.send_offsets_to_transaction)
+    commit_transaction = blocking(ProducerCore.commit_transaction)
+    abort_transaction = blocking(ProducerCore.abort_transaction)
 
     def begin_transaction(self) -> None:
         self._core.transactions.begin()
-
-    def send_offsets_to_transaction(
-        self,
-        offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
-        group_id: str,
-        generation_id: int = -1,
-        member_id: str = "",
-        group_instance_id: str | None = None,
-    ) -> None:
-        """Commit consumed offsets as part of the transaction (read-process-write)."""
-        normalized = as_offsets(offsets)
-        self._io.call(
-            self._core.transactions.send_offsets,
-            normalized,
-            group_id,
-            generation_id,
-            member_id,
-            group_instance_id,
-        )
-
-    def commit_transaction(self) -> None:
-        self.flush()
-        self._io.call(self._core.transactions.end, True)
-
-    def abort_transaction(self) -> None:
-        self.flush()
-        self._io.call(self._core.transactions.end, False)

@@ -25,7 +25,7 @@ import trio
 from gregor.client.config import ProducerConfig
 from gregor.client.coordinators import CoordinatorType, find_coordinator
 from gregor.client.network import BOOTSTRAP, NetworkClient
-from gregor.client.types import OffsetAndMetadata, TopicPartition
+from gregor.client.types import OffsetAndMetadata, TopicPartition, partitions_by_topic
 from gregor.protocol.apis.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 from gregor.protocol.apis.add_partitions_to_txn import (
     AddPartitionsToTxnRequest,
@@ -124,9 +124,8 @@ class TransactionManager:
             while True:
                 node = await self._coordinator_node() if self.transactional_id else BOOTSTRAP
                 try:
-                    response = await self.client.request(
-                        node, request, response_type=InitProducerIdResponse
-                    )
+                    response = await self.client.request(node, request)
+                    assert isinstance(response, InitProducerIdResponse)
                 except NetworkError:
                     self._coordinator = None
                 else:
@@ -184,10 +183,7 @@ class TransactionManager:
         new = sorted(set(partitions) - self._txn_partitions)
         if not new or not self.in_transaction:
             return
-        by_topic: dict[str, list[int]] = {}
-        for tp in new:
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
-        topics = [AddPartitionsToTxnTopic(t, ps) for t, ps in by_topic.items()]
+        topics = [AddPartitionsToTxnTopic(t, ps) for t, ps in partitions_by_topic(new).items()]
         node = await self._coordinator_node()
         connection = await self.client.connect(node)
         version = connection.version_for(AddPartitionsToTxnRequest, max_version=5)
@@ -241,8 +237,8 @@ class TransactionManager:
             AddOffsetsToTxnRequest(
                 self.transactional_id, self.producer_id, self.producer_epoch, group_id
             ),
-            response_type=AddOffsetsToTxnResponse,
         )
+        assert isinstance(add, AddOffsetsToTxnResponse)
         if add.error_code:
             raise KafkaError.for_code(add.error_code)(f"AddOffsetsToTxn for group {group_id!r}")
         group_node = await find_coordinator(
@@ -270,8 +266,8 @@ class TransactionManager:
                 group_instance_id=group_instance_id,
                 topics=[TxnOffsetCommitRequestTopic(t, ps) for t, ps in by_topic.items()],
             ),
-            response_type=TxnOffsetCommitResponse,
         )
+        assert isinstance(commit, TxnOffsetCommitResponse)
         for topic in commit.topics:
             for p in topic.partitions:
                 if p.error_code:
@@ -291,8 +287,8 @@ class TransactionManager:
             response = await self.client.request(
                 await self._coordinator_node(),
                 EndTxnRequest(self.transactional_id, self.producer_id, self.producer_epoch, commit),
-                response_type=EndTxnResponse,
             )
+            assert isinstance(response, EndTxnResponse)
             if response.error_code:
                 raise KafkaError.for_code(response.error_code)(
                     f"EndTxn ({'commit' if commit else 'abort'})"
