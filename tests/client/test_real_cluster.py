@@ -8,6 +8,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from typing import Any
+from uuid import UUID
 
 import pytest
 
@@ -25,7 +26,7 @@ from gregor.client import (
 from gregor.client.admin import ConfigResource, ElectionType, ResourceType
 from gregor.protocol.errors import ElectionNotNeededError, TopicAlreadyExistsError
 from gregor.protocol.hashing import default_partition
-from gregor_testing.cluster import create_topic, unique_topic, wait_for
+from gregor_testing.cluster import create_topic, metadata, unique_topic, wait_for
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
@@ -122,17 +123,47 @@ def test_admin_operations(shared_cluster: LocalCluster) -> None:
         assert [b.node_id for b in cluster.brokers] == [0, 1, 2]
         election = admin.elect_leaders(ElectionType.PREFERRED, [tp])
         assert election[tp] is None or isinstance(election[tp], ElectionNotNeededError)
-        admin.delete_topics([topic])  # accepted by the controller (see the next test)
-
-
-@pytest.mark.xfail(reason="gregor-broker: topic deletion does not complete yet", strict=False)
-def test_a_deleted_topic_disappears(shared_cluster: LocalCluster) -> None:
-    topic = unique_topic("deleted")
-    with AdminClient(settings(shared_cluster)) as admin:
-        admin.create_topics([NewTopic(topic, 1, 3)])
-        wait_for(lambda: topic in admin.list_topics(), 30, "the topic")
         admin.delete_topics([topic])
-        wait_for(lambda: topic not in admin.list_topics(), 30, "the topic to go")
+        assert topic not in admin.list_topics()
+
+
+def test_a_deleted_topic_disappears_and_comes_back_with_a_new_id(
+    shared_cluster: LocalCluster,
+) -> None:
+    topic = unique_topic("deleted")
+
+    def topic_ids() -> dict[int, UUID | None]:
+        """The topic's id in each broker's Metadata (None where the topic is unknown)."""
+        seen: dict[int, UUID | None] = {}
+        for broker in shared_cluster.brokers:
+            answer = metadata(shared_cluster, [topic], broker.broker_id, version=12)
+            found = [t.topic_id for t in answer.topics if t.name == topic and t.error_code == 0]
+            seen[broker.broker_id] = found[0] if found else None
+        return seen
+
+    with AdminClient(settings(shared_cluster)) as admin:
+        admin.create_topics([NewTopic(topic, 2, 3)])
+        wait_for(lambda: None not in topic_ids().values(), 30, "every broker to know the topic")
+        [first_id] = set(topic_ids().values())
+        admin.delete_topics([topic])
+        # DeleteTopics answers once the controller's broker has dropped the topic.
+        assert topic not in admin.list_topics()
+        wait_for(lambda: set(topic_ids().values()) == {None}, 30, "every broker to drop it")
+
+        def recreated() -> bool:
+            # Until the controller has deleted every replica, the name is still taken.
+            try:
+                admin.create_topics([NewTopic(topic, 1, 3)])
+            except TopicAlreadyExistsError as exc:
+                assert "marked for deletion" in str(exc)
+                return False
+            return True
+
+        wait_for(recreated, 30, "the controller to finish the deletion")
+        wait_for(lambda: None not in topic_ids().values(), 30, "the topic to come back")
+        [second_id] = set(topic_ids().values())
+    assert second_id != first_id
+    assert UUID(int=0) not in (first_id, second_id)
 
 
 class _Poller:

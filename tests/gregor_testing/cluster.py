@@ -113,14 +113,17 @@ def unique_topic(prefix: str = "t") -> str:
 
 
 def metadata(
-    cluster: LocalCluster, topics: Sequence[str] | None, broker_id: int = 0
+    cluster: LocalCluster,
+    topics: Sequence[str] | None,
+    broker_id: int = 0,
+    version: int = METADATA_VERSION,
 ) -> MetadataResponse:
     broker = cluster.broker(broker_id)
     request = MetadataRequest(
         topics=None if topics is None else [MetadataRequestTopic(name=t) for t in topics],
         allow_auto_topic_creation=False,
     )
-    response = send_request(broker.host, broker.port, request, METADATA_VERSION)
+    response = send_request(broker.host, broker.port, request, version)
     assert isinstance(response, MetadataResponse)
     return response
 

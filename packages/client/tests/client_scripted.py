@@ -141,7 +141,7 @@ DEFAULT_VERSIONS: dict[int, tuple[int, int]] = {
     16: (0, 4),  # ListGroups
     18: (0, 3),  # ApiVersions
     19: (0, 7),  # CreateTopics
-    20: (0, 5),  # DeleteTopics
+    20: (0, 6),  # DeleteTopics
     21: (0, 2),  # DeleteRecords
     32: (0, 4),  # DescribeConfigs
     37: (0, 3),  # CreatePartitions
@@ -857,7 +857,9 @@ class ScriptedCluster:
 
     async def _DeleteTopicsRequest(self, broker: int, body: Any, version: int) -> Response:
         results = []
-        for name in body.topic_names:
+        # v6 names topics in `topics` (each by name or id); v0-5 in `topic_names`.
+        names = [t.name for t in body.topics] if version >= 6 else body.topic_names
+        for name in names:
             if broker != self.controller:
                 code = ErrorCode.NOT_CONTROLLER
             elif self.topics.pop(name, None) is None:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from client_scripted import ScriptedCluster, scripted_cluster
+from client_scripted import DEFAULT_VERSIONS, ScriptedCluster, scripted_cluster
 
 from gregor.client.admin import (
     AdminClient,
@@ -67,6 +67,21 @@ def test_topics_are_created_at_the_controller_and_described(two: ScriptedCluster
         assert "pinned" not in two.topics
         with pytest.raises(UnknownTopicOrPartitionError, match="deleting topic 'pinned'"):
             a.delete_topics(["pinned"])
+
+
+@pytest.mark.parametrize("version", [0, 5, 6])
+def test_topics_are_deleted_by_name_at_every_version(version: int) -> None:
+    # v6 moved the names from `topic_names` to `topics`: a request that filled only one of
+    # them asked a v6 broker to delete nothing, and the broker rightly answered nothing.
+    versions = {**DEFAULT_VERSIONS, 20: (0, version)}
+    with scripted_cluster(1, versions=versions, auto_create_partitions=None) as cluster:
+        for name in "abc":
+            cluster.create_topic(name)
+        with admin(cluster) as a:
+            a.delete_topics(["a", "c"])
+            assert sorted(cluster.topics) == ["b"]
+            [(_, sent_version, _)] = cluster.sent("DeleteTopics")
+            assert sent_version == version
 
 
 def test_a_moved_controller_is_followed(two: ScriptedCluster) -> None:

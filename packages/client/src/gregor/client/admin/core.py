@@ -66,7 +66,11 @@ from gregor.protocol.apis.delete_records import (
     DeleteRecordsResponse,
     DeleteRecordsTopic,
 )
-from gregor.protocol.apis.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from gregor.protocol.apis.delete_topics import (
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DeleteTopicState,
+)
 from gregor.protocol.apis.describe_configs import (
     DescribeConfigsRequest,
     DescribeConfigsResource,
@@ -230,14 +234,23 @@ class AdminCore:
     async def delete_topics(self, topics: Sequence[str], timeout: float | None = None) -> None:
         limit = self.api_timeout if timeout is None else timeout
 
+        # v6 names topics in `topics` and v0-5 in `topic_names`; the encoder writes only the
+        # field of the version it negotiates, so both are filled.
+        request = DeleteTopicsRequest(
+            topics=[DeleteTopicState(name=name) for name in topics],
+            topic_names=list(topics),
+            timeout_ms=int(limit * 1000),
+        )
+
         async def attempt() -> None:
-            response = await self._controller(
-                DeleteTopicsRequest(topic_names=list(topics), timeout_ms=int(limit * 1000))
-            )
+            response = await self._controller(request)
             assert isinstance(response, DeleteTopicsResponse)
             for result in response.responses:
                 self._controller_moved(result.error_code)
                 _raise(result.error_code, f"deleting topic {result.name!r}", result.error_message)
+            unanswered = set(topics) - {result.name for result in response.responses}
+            if unanswered:
+                raise KafkaError(f"DeleteTopics did not answer for {sorted(unanswered)}")
 
         await self._retrying(timeout, "DeleteTopics", attempt)
 
