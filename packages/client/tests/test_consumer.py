@@ -12,6 +12,7 @@ import pytest
 from client_scripted import ScriptedCluster, scripted_cluster, wait_for
 
 from gregor.client.consumer import Consumer, ConsumerRecord
+from gregor.client.runtime import ClientClosedError
 from gregor.client.types import OffsetAndTimestamp, TopicPartition
 from gregor.protocol.apis.fetch import FetchableTopicResponse, FetchResponse, PartitionData
 from gregor.protocol.errors import ErrorCode, OffsetOutOfRangeError, TopicAuthorizationFailedError
@@ -285,21 +286,34 @@ def test_subscribe_needs_a_group_and_modes_do_not_mix(cluster: ScriptedCluster) 
         assert c.subscription() == set()
 
 
-def test_close_from_another_thread_ends_iteration(cluster: ScriptedCluster) -> None:
+@pytest.mark.parametrize("group", [None, "readers"], ids=["assigned", "in-a-group"])
+def test_close_from_another_thread_ends_iteration(
+    cluster: ScriptedCluster, group: str | None
+) -> None:
     cluster.create_topic("t", 1)
-    c = consumer(cluster)
-    c.assign([T0])
-    seen: list[int] = []
+    for attempt in range(3):  # the close meets the poll at a different step each time
+        c = consumer(cluster, **({"group.id": f"{group}-{attempt}"} if group else {}))
+        if group:
+            c.subscribe(["t"])
+        else:
+            c.assign([T0])
+        seen: list[int] = []
+        errors: list[BaseException] = []
 
-    def loop() -> None:
-        seen.extend(record.offset for record in c)
+        def loop(c: Consumer = c, seen: list[int] = seen, errors: list[BaseException] = errors):
+            try:
+                seen.extend(record.offset for record in c)
+            except BaseException as exc:  # what would otherwise die with the thread
+                errors.append(exc)
 
-    thread = threading.Thread(target=loop)
-    thread.start()
-    fill(cluster, "t", 0, 3)
-    wait_for(lambda: len(seen) == 3, what="three records")
-    c._closed = True  # what close() sets first; the iterator checks it between polls
-    thread.join(5)
-    assert not thread.is_alive()
-    c._closed = False
-    c.close()
+        thread = threading.Thread(target=loop)
+        thread.start()
+        fill(cluster, "t", 0, 3, start=3 * attempt)
+        wait_for(lambda seen=seen, n=3 * attempt + 3: len(seen) == n, what="the records")
+        c.close()
+        thread.join(10)
+        assert not thread.is_alive()
+        assert errors == []
+        assert seen == list(range(3 * attempt + 3))
+        with pytest.raises(ClientClosedError, match="the consumer is closed"):
+            c.poll(0)

@@ -97,6 +97,8 @@ class IOThread:
             return trio.from_thread.run(fn, *args, trio_token=self.token)
         except trio.RunFinishedError:
             raise ClientClosedError(f"{self.name} stopped" + self._why()) from None
+        except trio.Cancelled:  # the loop stopped while `fn` ran (close on another thread)
+            raise ClientClosedError(f"{self.name} stopped during the call") from None
 
     def call_soon(self, fn: Callable[..., object], *args: Any) -> None:
         """Schedule `fn(*args)` on the loop, without waiting."""

@@ -21,9 +21,8 @@ from typing import Any
 from gregor.client.consumer.base import ConsumerBase
 from gregor.client.consumer.core import ConsumerCore, IoStep, ListenerCall, SpawnStep
 from gregor.client.consumer.records import ConsumerRecord
-from gregor.client.runtime import IOThread, blocking
+from gregor.client.runtime import ClientClosedError, IOThread, blocking
 from gregor.client.types import OffsetAndMetadata, TopicPartition
-from gregor.protocol.errors import KafkaError
 
 
 class Consumer(ConsumerBase):
@@ -65,24 +64,29 @@ class Consumer(ConsumerBase):
                 yield record
 
     def _fetch(self, max_records: int, timeout: float | None) -> list[ConsumerRecord]:
+        self._ensure_open()
         core = self._core
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            self._prepare()
+            try:
+                self._prepare()
+            except ClientClosedError:
+                if self._closed:  # another thread closed the consumer during this poll
+                    return []
+                raise
             records = core.take(max_records)
             if records:
                 return records
             remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
+            if self._closed or (remaining is not None and remaining <= 0):
                 return []
             with core.buffer.changed:
-                if not core.has_records():
+                if not core.has_records() and not self._closed:
                     core.buffer.changed.wait(1.0 if remaining is None else min(remaining, 1.0))
 
     def _prepare(self) -> None:
         """What poll() does before handing out records (rebalance, auto commit, positions)."""
-        if self._closed:
-            raise KafkaError("the consumer is closed")
+        self._ensure_open()
         steps = self._core.poll_steps()
         result: Any = None
         while True:
@@ -97,6 +101,10 @@ class Consumer(ConsumerBase):
                 self._io.spawn(step.fn, *step.args)
             else:
                 self._run_listener(step.calls)
+
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise ClientClosedError("the consumer is closed")
 
     def _run_listener(self, calls: list[ListenerCall]) -> None:
         self._core.run_listener(calls, self)
@@ -144,10 +152,14 @@ class Consumer(ConsumerBase):
         """Commit (with enable.auto.commit), leave the group, stop."""
         if self._closed:
             return
+        # Closed first, so that a poll or an iteration on another thread ends (with no
+        # records) instead of starting more work on an I/O thread that is about to stop.
+        self._closed = True
+        with self._core.buffer.changed:
+            self._core.buffer.changed.notify_all()
         try:
             if self._core.subscriptions.group_managed:
                 self._run_listener(self._core._revoke_all())
             self._io.call(self._core.close, commit)
         finally:
-            self._closed = True
             self._io.stop()
