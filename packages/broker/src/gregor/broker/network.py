@@ -28,7 +28,7 @@ import os
 import socket
 import time
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -62,18 +62,6 @@ log = logging.getLogger(__name__)
 
 READ_AHEAD = 4  # frames read beyond the one being processed
 IN_FLIGHT = 16  # answers handled but not yet sent (mostly Later ones waiting)
-
-
-@runtime_checkable
-class SendableRegion(Protocol):
-    """A file region `os.sendfile` can send (gregor-storage's FileSlice is one)."""
-
-    position: int
-    length: int
-
-    def fileno(self) -> int: ...
-
-    def read(self) -> bytes: ...
 
 
 Chunks = list[bytes | FileRegion]
@@ -271,49 +259,47 @@ class Connection:
     # -- writing ---------------------------------------------------------------------------
 
     async def _write(self, chunks: Chunks) -> None:
-        stream = self.stream
-        total = 0
-        pending = b""
-        for chunk in chunks:
-            if isinstance(chunk, bytes):
-                pending += chunk
-                continue
-            if pending:
-                await stream.send_all(pending)
-                total += len(pending)
-                pending = b""
-            if len(chunk):
-                if isinstance(chunk, SendableRegion):
-                    await self._sendfile(chunk)
-                else:
-                    await stream.send_all(bytes(chunk))  # type: ignore[call-overload]
-                total += len(chunk)
+        await send_chunks(self.stream, chunks)
+
+
+async def send_chunks(stream: trio.SocketStream, chunks: Chunks) -> None:
+    """Send an encoded response: runs of bytes joined, file regions with `os.sendfile`."""
+    pending = b""
+    for chunk in chunks:
+        if isinstance(chunk, bytes):
+            pending += chunk
+            continue
         if pending:
             await stream.send_all(pending)
-            total += len(pending)
+            pending = b""
+        if len(chunk):
+            await _sendfile(stream, chunk)
+    if pending:
+        await stream.send_all(pending)
 
-    async def _sendfile(self, region: SendableRegion) -> None:
-        sock = self.stream.socket
-        out = sock.fileno()
-        source = region.fileno()
-        offset, remaining = region.position, region.length
-        while remaining:
-            try:
-                sent = os.sendfile(out, source, offset, remaining)
-            except BlockingIOError:
-                await trio.lowlevel.wait_writable(sock)
+
+async def _sendfile(stream: trio.SocketStream, region: FileRegion) -> None:
+    sock = stream.socket
+    out = sock.fileno()
+    source = region.fileno()
+    offset, remaining = region.position, len(region)
+    while remaining:
+        try:
+            sent = os.sendfile(out, source, offset, remaining)
+        except BlockingIOError:
+            await trio.lowlevel.wait_writable(sock)
+            continue
+        except OSError as exc:
+            if exc.errno == errno.EINTR:
                 continue
-            except OSError as exc:
-                if exc.errno == errno.EINTR:
-                    continue
-                raise
-            if sent == 0:
-                # The file is shorter than the region (truncated under us): the frame we
-                # announced cannot be completed, so the stream is unusable.
-                raise CloseConnection(f"log file ended {remaining} bytes short of a fetch")
-            offset += sent
-            remaining -= sent
-            await trio.lowlevel.checkpoint()
+            raise
+        if sent == 0:
+            # The file is shorter than the region (truncated under us): the frame we
+            # announced cannot be completed, so the stream is unusable.
+            raise CloseConnection(f"log file ended {remaining} bytes short of a fetch")
+        offset += sent
+        remaining -= sent
+        await trio.lowlevel.checkpoint()
 
 
 class SocketServer:
