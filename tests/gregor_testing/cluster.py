@@ -7,7 +7,9 @@ stopped by it, also when the test fails; a failed test shows the tail of each br
 - `cluster_factory(brokers=3, **properties)`: clusters for this test alone (tests that kill,
   pause or restart brokers);
 - `cluster`: three brokers for this test;
-- `shared_cluster`: three brokers shared by a test module (tests use topics of their own).
+- `shared_cluster`: three brokers shared by a test module (tests use topics of their own);
+- `scoped_cluster(...)`: the body of such a fixture for another scope or other properties
+  (`tests/groups` shares one per package), on `start_cluster` and `stop_cluster`.
 
 Topics are created as a ZooKeeper-mode admin tool creates them (`create_topic`): the topic's
 znode with its replica assignment; the controller then elects leaders and tells the brokers.
@@ -53,9 +55,12 @@ def _failed(request: pytest.FixtureRequest) -> bool:
     return report is None or report.failed
 
 
-def _start_cluster(
+def start_cluster(
     directory: Path, zookeeper: ZooKeeper, brokers: int, properties: Mapping[str, str]
 ) -> LocalCluster:
+    """Start `brokers` gregor-broker processes (ids 0..brokers-1) under `directory`, on
+    `zookeeper` in a chroot of their own, with these server properties; return once every
+    broker answers. Stop it with `stop_cluster`."""
     chroot = f"/gregor-{next(_clusters)}-{uuid.uuid4().hex[:8]}"
     cluster = LocalCluster(
         directory,
@@ -67,12 +72,27 @@ def _start_cluster(
     return cluster
 
 
-def _stop(cluster: LocalCluster, show_logs: bool) -> None:
+def stop_cluster(cluster: LocalCluster, show_logs: bool) -> None:
+    """Stop every broker of the cluster (SIGTERM: a controlled shutdown); with `show_logs`
+    (a test failed), print the tail of each broker's log for the test report."""
     cluster.stop()
     if show_logs:
         for broker in cluster.brokers:
             print(f"----- broker {broker.broker_id} ({broker.log_path}) -----")
             print(broker.log_tail(6000))
+
+
+def scoped_cluster(
+    request: pytest.FixtureRequest,
+    directory: Path,
+    zookeeper: ZooKeeper,
+    properties: Mapping[str, str],
+) -> Iterator[LocalCluster]:
+    """The body of a fixture wider than one test (module, package): three brokers, stopped
+    at the end of the scope, with their logs shown if any test of the session failed."""
+    cluster = start_cluster(directory, zookeeper, 3, properties)
+    yield cluster
+    stop_cluster(cluster, request.session.testsfailed > 0)
 
 
 @pytest.fixture
@@ -83,13 +103,13 @@ def cluster_factory(
 
     def make(brokers: int = 3, **properties: Any) -> LocalCluster:
         props = {key.replace("_", "."): str(value) for key, value in properties.items()}
-        cluster = _start_cluster(tmp_path / f"cluster-{len(started)}", zookeeper, brokers, props)
+        cluster = start_cluster(tmp_path / f"cluster-{len(started)}", zookeeper, brokers, props)
         started.append(cluster)
         return cluster
 
     yield make
     for cluster in started:
-        _stop(cluster, _failed(request))
+        stop_cluster(cluster, _failed(request))
 
 
 @pytest.fixture
@@ -103,9 +123,7 @@ def shared_cluster(
     tmp_path_factory: pytest.TempPathFactory,
     zookeeper: ZooKeeper,
 ) -> Iterator[LocalCluster]:
-    cluster = _start_cluster(tmp_path_factory.mktemp("shared-cluster"), zookeeper, 3, {})
-    yield cluster
-    _stop(cluster, request.session.testsfailed > 0)
+    yield from scoped_cluster(request, tmp_path_factory.mktemp("shared-cluster"), zookeeper, {})
 
 
 def unique_topic(prefix: str = "t") -> str:

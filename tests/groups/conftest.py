@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from gregor.broker.devcluster import LocalCluster, ZooKeeper
-from gregor_testing.cluster import _start_cluster, _stop
+from gregor_testing.cluster import scoped_cluster
 
 GROUP_PROPERTIES = {
     "group.initial.rebalance.delay.ms": "500",
@@ -23,8 +23,6 @@ def group_cluster(
     tmp_path_factory: pytest.TempPathFactory,
     zookeeper: ZooKeeper,
 ) -> Iterator[LocalCluster]:
-    cluster = _start_cluster(
-        tmp_path_factory.mktemp("group-cluster"), zookeeper, 3, GROUP_PROPERTIES
+    yield from scoped_cluster(
+        request, tmp_path_factory.mktemp("group-cluster"), zookeeper, GROUP_PROPERTIES
     )
-    yield cluster
-    _stop(cluster, request.session.testsfailed > 0)
