@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import uuid
 
+import trio
+import trio.testing
+
 from gregor.broker.metadata_cache import MetadataCache
 from gregor.protocol.apis.update_metadata import (
     UpdateMetadataBroker,
@@ -105,3 +108,37 @@ def test_updates_replace_partitions_and_deletion_removes_them() -> None:
     assert deleted == [("orders", 0), ("orders", 1)]
     assert not cache.contains_topic("orders")
     assert cache.topic_name(TOPIC_ID) is None
+
+
+async def test_a_waiter_wakes_on_the_update_that_satisfies_it(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    # The clock stands still: only an update can wake the waiter, never a timer.
+    cache = MetadataCache(0)
+    results: list[bool] = []
+
+    def led_by_1() -> bool:
+        found = cache.partition("orders", 0)
+        return found is not None and found.leader == 1
+
+    async def wait() -> None:
+        results.append(await cache.wait_until(led_by_1, 30_000))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(wait)
+        await trio.testing.wait_all_tasks_blocked()
+        cache.update(update([broker(0)], state(0, 0, [0], [0, 1])))  # not yet
+        await trio.testing.wait_all_tasks_blocked()
+        assert results == []
+        cache.update(update([broker(0), broker(1)], state(0, 1, [1, 0], [0, 1])))
+        await trio.testing.wait_all_tasks_blocked()
+        assert results == [True]
+    assert trio.current_time() == 0
+
+
+async def test_a_waiter_gives_up_after_its_timeout(autojump_clock: trio.abc.Clock) -> None:
+    cache = MetadataCache(0)
+    cache.update(update([broker(0)], state(0, 0, [0], [0])))
+    assert await cache.wait_until(lambda: cache.contains_topic("orders"), 0)
+    assert not await cache.wait_until(lambda: not cache.contains_topic("orders"), 5_000)
+    assert trio.current_time() == 5.0

@@ -6,15 +6,17 @@ replicas and offline replicas, the topic ids, and the controller's id. Metadata 
 answered from it.
 
 The cache is an immutable snapshot replaced whole on each update, so a reader takes one
-reference and sees a consistent view for the rest of its work.
+reference and sees a consistent view for the rest of its work. Admin requests that wait for
+the controller's work to show (`wait_until`) wake on each update.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import attrs
+import trio
 
 from gregor.protocol.apis.metadata import MetadataResponseBroker, MetadataResponsePartition
 from gregor.protocol.apis.update_metadata import (
@@ -64,6 +66,7 @@ class MetadataCache:
         self.broker_id = broker_id
         self.snapshot = _EMPTY
         self.controller_epoch = -1
+        self._updated = trio.Event()  # set, and replaced, on each update
 
     # -- updates ---------------------------------------------------------------------------
 
@@ -112,7 +115,18 @@ class MetadataCache:
             )
         self.snapshot = Snapshot(nodes, partitions, topic_ids, request.controller_id)
         self.controller_epoch = request.controller_epoch
+        self._updated.set()
+        self._updated = trio.Event()
         return deleted
+
+    async def wait_until(self, predicate: Callable[[], bool], timeout_ms: int) -> bool:
+        """Wait until `predicate()` holds, checking it after each update; False if it still
+        does not after `timeout_ms`."""
+        with trio.move_on_after(max(0, timeout_ms) / 1000):
+            while not predicate():
+                await self._updated.wait()
+            return True
+        return predicate()
 
     # -- reads -----------------------------------------------------------------------------
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from gregor.broker.apis import RequestContext, handles
 from gregor.broker.controller import ApiError, ElectionType
-from gregor.broker.handlers.topics import await_metadata
 from gregor.broker.zk import TopicPartition
 from gregor.broker.zk.znodes import group_by_topic
 from gregor.protocol.apis import ApiKey
@@ -55,7 +54,7 @@ async def elect_leaders(
         )
 
     if elected:
-        await await_metadata(shown, request.timeout_ms)
+        await cache.wait_until(shown, request.timeout_ms)
     errors: dict[TopicPartition, ApiError] = {}
     for tp, outcome in results.items():
         if isinstance(outcome, ApiError):

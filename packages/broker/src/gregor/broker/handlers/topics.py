@@ -10,10 +10,8 @@ deleted topics are gone), and reports REQUEST_TIMED_OUT for what did not get the
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
-
-import trio
 
 from gregor.broker.apis import RequestContext, handles
 from gregor.broker.controller.admin import NewTopic, TopicAdmin
@@ -41,27 +39,12 @@ from gregor.protocol.errors import ErrorCode, KafkaError
 if TYPE_CHECKING:
     from gregor.broker.server import Broker
 
-METADATA_POLL_S = 0.01
-
 
 def topic_admin(broker: Broker) -> TopicAdmin:
     config = broker.config
     return TopicAdmin(
         broker.zk, config.num_partitions, config.default_replication_factor, config.log_config
     )
-
-
-async def await_metadata(predicate: Callable[[], bool], timeout_ms: int) -> bool:
-    """Wait until the metadata cache satisfies `predicate`, at most `timeout_ms`.
-
-    The cache changes when an UpdateMetadata arrives; checking it every few milliseconds
-    costs little next to an admin request's round trips.
-    """
-    with trio.move_on_after(max(0, timeout_ms) / 1000):
-        while not predicate():
-            await trio.sleep(METADATA_POLL_S)
-        return True
-    return predicate()
 
 
 def missing_leaders(broker: Broker, partitions: Iterable[tuple[str, int]]) -> set[tuple[str, int]]:
@@ -78,7 +61,9 @@ async def await_leaders(
     broker: Broker, partitions: set[tuple[str, int]], timeout_ms: int
 ) -> set[str]:
     """Wait for every partition to have a leader; the topics still missing one."""
-    await await_metadata(lambda: not missing_leaders(broker, partitions), timeout_ms)
+    await broker.metadata_cache.wait_until(
+        lambda: not missing_leaders(broker, partitions), timeout_ms
+    )
     return {topic for topic, _ in missing_leaders(broker, partitions)}
 
 
@@ -201,7 +186,7 @@ async def delete_topics(
         deleting.append(result)
     if deleting:
         names = {r.name for r in deleting}
-        await await_metadata(
+        await cache.wait_until(
             lambda: not any(cache.contains_topic(n) for n in names if n), request.timeout_ms
         )
         for result in deleting:
