@@ -10,6 +10,7 @@ import pytest
 import trio
 from kazoo.client import KazooClient
 
+from gregor.broker.coordinator.group.zk_offsets import commit_offset, fetch_offset
 from gregor.broker.devcluster import ZooKeeper
 from gregor.broker.zk import (
     BrokerEndpoint,
@@ -199,6 +200,27 @@ async def test_configs_and_change_notifications(zk: KafkaZkClient, zk_connect: s
         assert json.loads(data) == {"version": 2, "entity_path": "brokers/<default>"}
         data, _ = client.get("/config/topics/t")
         assert json.loads(data) == {"version": 1, "config": {"retention.ms": "1000"}}
+    finally:
+        client.stop()
+        client.close()
+
+
+async def test_set_or_create_and_v0_offsets(zk: KafkaZkClient, zk_connect: str) -> None:
+    # OffsetCommit v0 keeps offsets where the old ZooKeeper consumers kept them.
+    assert await fetch_offset(zk, "g", "orders", 3) is None
+    await commit_offset(zk, "g", "orders", 3, 42)  # creates the parents too
+    await commit_offset(zk, "g", "orders", 4, 7)
+    await commit_offset(zk, "g", "orders", 3, 43)  # overwrites
+    assert await fetch_offset(zk, "g", "orders", 3) == 43
+    assert await fetch_offset(zk, "g", "orders", 4) == 7
+    await zk.set_or_create("/plain/node", b"one")
+    await zk.set_or_create("/plain/node", b"two")
+    client = raw(zk_connect)
+    try:
+        assert client.get("/consumers/g/offsets/orders/3")[0] == b"43"
+        assert sorted(client.get_children("/consumers/g/offsets/orders")) == ["3", "4"]
+        data, stat = client.get("/plain/node")
+        assert (data, stat.version) == (b"two", 1)
     finally:
         client.stop()
         client.close()

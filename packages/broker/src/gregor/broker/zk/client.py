@@ -235,6 +235,22 @@ class KafkaZkClient:
         """Create `path` with its missing parents; NodeExistsError if it exists."""
         await self.session.run(lambda: self.session.kazoo.create(path, data, makepath=True))
 
+    async def set_or_create(self, path: str, data: bytes) -> None:
+        """Write `data` to `path` (unfenced, any version), creating it and its parents if
+        missing; a concurrent writer's create is overwritten."""
+
+        def write() -> None:
+            zk = self.session.kazoo
+            try:
+                zk.set(path, data)
+            except NoNodeError:
+                try:
+                    zk.create(path, data, makepath=True)
+                except NodeExistsError:
+                    zk.set(path, data)
+
+        await self.session.run(write)
+
     # -- cluster id --------------------------------------------------------------------
 
     async def get_cluster_id(self) -> str | None:
@@ -654,19 +670,7 @@ class KafkaZkClient:
         self, entity_type: str, name: str, config: Mapping[str, str]
     ) -> None:
         path = znodes.config_entity_path(entity_type, name)
-        data = znodes.encode_entity_config(config)
-
-        def write() -> None:
-            zk = self.session.kazoo
-            try:
-                zk.set(path, data)
-            except NoNodeError:
-                try:
-                    zk.create(path, data, makepath=True)
-                except NodeExistsError:
-                    zk.set(path, data)
-
-        await self.session.run(write)
+        await self.set_or_create(path, znodes.encode_entity_config(config))
 
     async def get_all_entities_with_config(self, entity_type: str) -> list[str]:
         return await self.get_children(f"{znodes.CONFIG}/{entity_type}")

@@ -4,8 +4,6 @@ holding the offset as decimal text (the znodes of the old ZooKeeper consumers)."
 
 from __future__ import annotations
 
-from kazoo.exceptions import NodeExistsError, NoNodeError
-
 from gregor.broker.zk import KafkaZkClient, znodes
 
 
@@ -16,21 +14,7 @@ def offset_path(group_id: str, topic: str, partition: int) -> str:
 async def commit_offset(
     zk: KafkaZkClient, group_id: str, topic: str, partition: int, offset: int
 ) -> None:
-    path = offset_path(group_id, topic, partition)
-    data = str(offset).encode()
-    session = zk.session
-
-    def write() -> None:
-        client = session.kazoo
-        try:
-            client.set(path, data)
-        except NoNodeError:
-            try:
-                client.create(path, data, makepath=True)
-            except NodeExistsError:
-                client.set(path, data)
-
-    await session.run(write)
+    await zk.set_or_create(offset_path(group_id, topic, partition), str(offset).encode())
 
 
 async def fetch_offset(zk: KafkaZkClient, group_id: str, topic: str, partition: int) -> int | None:
