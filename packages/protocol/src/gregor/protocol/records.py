@@ -22,8 +22,9 @@ Brokers and storage work on the header alone (`read_batch_header`, `scan_batches
 `patch_*` functions); records are decoded only when a `RecordBatch` is iterated. Legacy
 message sets (magic 0 and 1) are in `gregor.protocol.legacy`; `iter_batches` reads both.
 
-Record decoding has a C implementation (`_records_speedups`) used when it was built; the
-pure-Python one below is the reference and the fallback (`GREGOR_NO_EXTENSIONS=1` forces it).
+Record decoding and `stamp_produced_batch` have C implementations (`_records_speedups`) used
+when it was built; the pure-Python ones below are the reference and the fallback
+(`GREGOR_NO_EXTENSIONS=1` forces them).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import importlib
 import os
 import struct
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from enum import IntEnum
 from typing import Any, Final
 
@@ -46,6 +47,7 @@ from gregor.protocol.errors import (
     EncodeError,
     InvalidRecordError,
 )
+from gregor.protocol.native import native_function
 from gregor.protocol.primitives import (
     INT32,
     INT64,
@@ -76,6 +78,7 @@ __all__ = [
     "patch_log_append_time",
     "read_batch_header",
     "scan_batches",
+    "stamp_produced_batch",
     "verify_crc",
 ]
 
@@ -263,6 +266,53 @@ def patch_log_append_time(buf: bytearray | memoryview, pos: int, timestamp: int)
     INT64.pack_into(buf, pos + _MAX_TIMESTAMP_AT, timestamp)
     crc = crc32c.crc32c(memoryview(buf)[pos + _ATTRIBUTES_AT : end])
     struct.pack_into(">I", buf, pos + _CRC_AT, crc)
+
+
+# What `stamp_produced_batch` returns: the stamped copy, then the header's last offset delta,
+# base timestamp, max timestamp, producer id, producer epoch and base sequence.
+StampedBatch = tuple[bytes, int, int, int, int, int, int]
+
+_INT32_RANGE = range(-(2**31), 2**31)
+
+
+def _stamp_produced_batch_py(
+    buf: Buffer, base_offset: int, leader_epoch: int, max_size: int
+) -> StampedBatch | None:
+    size = len(buf)
+    if size < BATCH_HEADER_SIZE or size > max_size or leader_epoch not in _INT32_RANGE:
+        return None
+    (given_offset, length, _epoch, magic, crc, attributes, delta, first_ts, max_ts, pid,
+     producer_epoch, sequence, count) = _HEADER.unpack_from(buf, 0)  # fmt: skip
+    if (
+        length + LOG_OVERHEAD != size
+        or magic != MAGIC
+        or given_offset != 0
+        or count < 1
+        or delta != count - 1
+        or attributes & _CONTROL_BIT
+        or attributes & _CODEC_MASK > Compression.ZSTD
+        or (attributes & _TRANSACTIONAL_BIT and pid < 0)
+        or crc32c.crc32c(memoryview(buf)[_ATTRIBUTES_AT:]) != crc
+    ):
+        return None
+    stamped = bytearray(buf)
+    INT64.pack_into(stamped, 0, base_offset)
+    INT32.pack_into(stamped, _LEADER_EPOCH_AT, leader_epoch)
+    return bytes(stamped), delta, first_ts, max_ts, pid, producer_epoch, sequence
+
+
+stamp_produced_batch: Callable[[Buffer, int, int, int], StampedBatch | None] = (
+    native_function("stamp_produced_batch") or _stamp_produced_batch_py
+)
+"""`stamp_produced_batch(buf, base_offset, leader_epoch, max_size)`: the append fast path.
+
+When `buf` is exactly one well-formed batch as a client produces it (magic 2, sizes that
+agree, a known codec, base offset 0, `last_offset_delta == records_count - 1 >= 0`, not a
+control batch, a producer id if transactional, at most `max_size` bytes, and a matching
+CRC), a copy of it with `base_offset` and `leader_epoch` set, and its header's fields (see
+`StampedBatch`). None otherwise: the caller then takes its checking path, which says what
+is wrong. One C call where the extension was built.
+"""
 
 
 @attrs.frozen(slots=True)
