@@ -195,11 +195,27 @@ class LogConfig:
     compact: bool = attrs.field(init=False, eq=False)
     delete: bool = attrs.field(init=False, eq=False)
     log_append_time: bool = attrs.field(init=False, eq=False)
+    # Appends may take the fast path: nothing to check in the records (compaction's keys),
+    # no timestamps to set or bound. A batch over `fast_append_max_bytes` takes the full
+    # path, which says which limit it broke.
+    fast_appends: bool = attrs.field(init=False, eq=False)
+    fast_append_max_bytes: int = attrs.field(init=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "compact", CLEANUP_COMPACT in self.cleanup_policy)
         object.__setattr__(self, "delete", CLEANUP_DELETE in self.cleanup_policy)
         object.__setattr__(self, "log_append_time", self.message_timestamp_type == "LogAppendTime")
+        object.__setattr__(
+            self,
+            "fast_appends",
+            not self.compact
+            and not self.log_append_time
+            and self.message_timestamp_before_max_ms == LONG_MAX
+            and self.message_timestamp_after_max_ms == LONG_MAX,
+        )
+        object.__setattr__(
+            self, "fast_append_max_bytes", min(self.max_message_bytes, self.segment_bytes)
+        )
 
     @classmethod
     def from_properties(

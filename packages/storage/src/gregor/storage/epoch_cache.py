@@ -36,6 +36,9 @@ class LeaderEpochCache:
             self.corrupt_on_load = False
         self._epochs: list[int] = []
         self._offsets: list[int] = []
+        # Counts the changes after loading: a caller that saw `assign(epoch, offset)` do
+        # nothing may skip the next assign of that epoch at a later offset while it holds.
+        self.version = 0
         for epoch, offset in loaded:
             self._assign(epoch, offset)
 
@@ -140,6 +143,7 @@ class LeaderEpochCache:
         self._write()
 
     def _write(self) -> None:
+        self.version += 1
         self._file.write(self.entries(), sync=False)
         self._dirty = True
 

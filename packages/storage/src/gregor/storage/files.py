@@ -18,23 +18,27 @@ from gregor.protocol.errors import KafkaStorageError
 
 
 class FileHandle:
-    """An open file descriptor, closed when the handle is garbage or closed explicitly."""
+    """An open file descriptor, closed when the handle is garbage or closed explicitly.
 
-    __slots__ = ("__weakref__", "_fd", "path")
+    `fd` is the descriptor, -1 once closed (a system call on -1 fails with EBADF; it never
+    reaches another file). Hot paths read it directly; others call `fileno()`.
+    """
+
+    __slots__ = ("__weakref__", "fd", "path")
 
     def __init__(self, path: Path, flags: int = os.O_RDWR | os.O_CREAT, mode: int = 0o644) -> None:
         self.path = path
-        self._fd = -1  # so that __del__ of a failed open has nothing to close
-        self._fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), mode)
+        self.fd = -1  # so that __del__ of a failed open has nothing to close
+        self.fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), mode)
 
     def fileno(self) -> int:
-        if self._fd < 0:
+        if self.fd < 0:
             raise KafkaStorageError(f"{self.path} is closed")
-        return self._fd
+        return self.fd
 
     @property
     def closed(self) -> bool:
-        return self._fd < 0
+        return self.fd < 0
 
     def size(self) -> int:
         return os.fstat(self.fileno()).st_size
@@ -76,12 +80,12 @@ class FileHandle:
         os.fsync(self.fileno())
 
     def close(self) -> None:
-        fd, self._fd = self._fd, -1
+        fd, self.fd = self.fd, -1
         if fd >= 0:
             os.close(fd)
 
     def __del__(self) -> None:
-        fd, self._fd = self._fd, -1
+        fd, self.fd = self.fd, -1
         if fd >= 0:
             try:
                 os.close(fd)
@@ -89,7 +93,7 @@ class FileHandle:
                 pass
 
     def __repr__(self) -> str:
-        return f"FileHandle({str(self.path)!r}, fd={self._fd})"
+        return f"FileHandle({str(self.path)!r}, fd={self.fd})"
 
 
 @attrs.frozen(slots=True)

@@ -288,6 +288,14 @@ class OffsetIndex(_MappedIndex):
         _OFFSET_ENTRY.pack_into(buf, n * 8, relative, position)
         self.entries = n + 1
 
+    def append_in_order(self, offset: int, position: int) -> bool:
+        """`append` for a caller that knows the entry is in order, fits 32 bits and has
+        room (a segment's append fast path). Returns whether room is left after it."""
+        n = self.entries
+        _OFFSET_ENTRY.pack_into(self._buffer(), n * 8, offset - self.base_offset, position)
+        self.entries = n = n + 1
+        return n < self.max_entries
+
     def _slot_at_or_below(self, offset: int) -> int:
         """The last entry with offset <= `offset`, or -1."""
         return self._count_at_or_below(0, offset - self.base_offset) - 1
@@ -370,6 +378,16 @@ class TimeIndex(_MappedIndex):
         _TIME_ENTRY.pack_into(self._buffer(), self.entries * 12, timestamp, self.relative(offset))
         self.entries += 1
         self._last, self._last_n = (timestamp, offset), self.entries
+
+    def append_in_order(self, timestamp: int, offset: int) -> bool:
+        """`maybe_append` for a caller that knows `timestamp` is above the last entry's,
+        `offset` not below it, and that there is room. Returns whether the index can still
+        take an entry and keep the one left for the roll."""
+        n = self.entries
+        _TIME_ENTRY.pack_into(self._buffer(), n * 12, timestamp, offset - self.base_offset)
+        self.entries = n = n + 1
+        self._last, self._last_n = (timestamp, offset), n
+        return n < self.max_entries - 1
 
     def lookup(self, timestamp: int) -> tuple[int, int]:
         """The last entry with a timestamp at or before `timestamp`, else (-1, base)."""

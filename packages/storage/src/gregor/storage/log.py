@@ -38,6 +38,7 @@ from gregor.protocol.records import (
     patch_leader_epoch,
     patch_log_append_time,
     read_batch_header,
+    stamp_produced_batch,
     verify_crc,
 )
 from gregor.storage.batches import scan_headers
@@ -80,6 +81,8 @@ def wall_clock_ms() -> int:
 
 
 _CONTROL_OR_TRANSACTIONAL = 0x30  # batch attribute bits: checked together on the hot path
+_CLIENT = AppendOrigin.CLIENT
+_new_tuple = tuple.__new__
 
 
 class UnexpectedAppendOffsetError(UnknownServerError):
@@ -129,6 +132,7 @@ class Log:
         self._positions: dict[int, tuple[LogSegment, int]] = {}
         self._first_unstable: int | None = None
         self._pending_snapshots: list[Path] = []
+        self._noted_epoch, self._noted_version = -1, -1  # see _note_epoch
         self.offline = False
         self.closed = False
         # Bumped by truncations: a cleaner that started before one must not swap its output in.
@@ -242,6 +246,71 @@ class Log:
         TransactionCoordinatorFenced). A duplicate of one of a producer's last five batches is
         not written again; its original offsets are returned with `duplicate=True`.
         """
+        config = self.config
+        if config.fast_appends and origin is _CLIENT:
+            lock = self._lock
+            lock.acquire()
+            try:
+                # The fast path: one batch of a producer without a producer id, for a log
+                # with nothing to check in records or timestamps, into an active segment
+                # that needs no roll. One C call checks the batch (sizes, magic, CRC) and
+                # copies it with its offset and epoch set; the segment writes it with one
+                # pwrite. Anything else (None from either) takes the checking path below.
+                offset = self._leo
+                stamped = stamp_produced_batch(
+                    records, offset, leader_epoch, config.fast_append_max_bytes
+                )
+                segment = self.segments.last
+                if stamped is not None and stamped[4] < 0 and segment is not None:
+                    batch, delta, _first_ts, max_ts, _pid, _producer_epoch, _sequence = stamped
+                    last = offset + delta
+                    if max_ts < NO_TIMESTAMP:
+                        max_ts = NO_TIMESTAMP
+                    size = len(batch)
+                    if not self.offline and segment.append_stamped(batch, size, last, max_ts):
+                        self._leo = end = last + 1
+                        self.producer_state.map_end_offset = end
+                        if leader_epoch >= 0:
+                            self._note_epoch(leader_epoch, offset)
+                        if end - self.recovery_point >= config.flush_messages:
+                            self._request_flush()
+                        # tuple.__new__ skips the named tuple's Python-level __new__.
+                        return _new_tuple(
+                            AppendInfo,
+                            (
+                                offset,
+                                last,
+                                max_ts,
+                                last if max_ts != NO_TIMESTAMP else -1,
+                                NO_TIMESTAMP,
+                                self._log_start_offset,
+                                size,
+                                delta + 1,
+                                leader_epoch if leader_epoch >= 0 else None,
+                                False,
+                            ),
+                        )
+            except OSError as exc:
+                raise self._storage_error("append", exc) from exc
+            finally:
+                lock.release()
+        return self._append_as_leader_checked(records, leader_epoch, origin)
+
+    def _note_epoch(self, epoch: int, offset: int) -> None:
+        """`epoch_cache.assign` for the fast path, skipped while nothing changed the cache
+        since it last found `epoch` current (offsets only grow meanwhile)."""
+        cache = self.epoch_cache
+        if epoch != self._noted_epoch or cache.version != self._noted_version:
+            cache.assign(epoch, offset)
+            self._noted_epoch, self._noted_version = epoch, cache.version
+
+    def _append_as_leader_checked(
+        self,
+        records: bytes | bytearray | memoryview,
+        leader_epoch: int,
+        origin: AppendOrigin,
+    ) -> AppendInfo:
+        """Any append of a leader, every check in turn (the fast path's reference)."""
         headers = self._validate_batches(records, origin, strict=True)
         if not headers:
             return self._empty_append_info()

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Final
 
 import attrs
-import crc32c  # the CRC-32C implementation gregor-protocol depends on
 
+from gregor.protocol.checksums import crc32c
 from gregor.protocol.errors import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
@@ -485,7 +485,7 @@ def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
         )
         pos += _SNAPSHOT_ENTRY.size
     struct.pack_into(">i", body, _CRC_START, len(items))
-    crc = crc32c.crc32c(memoryview(body)[_CRC_START:])
+    crc = crc32c(memoryview(body)[_CRC_START:])
     struct.pack_into(">hI", body, 0, _SNAPSHOT_VERSION, crc)
     return bytes(body)
 
@@ -498,7 +498,7 @@ def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
         raise CorruptSnapshotError(f"snapshot has unknown version {version}")
     if count < 0 or len(data) != _SNAPSHOT_HEAD.size + count * _SNAPSHOT_ENTRY.size:
         raise CorruptSnapshotError(f"snapshot size {len(data)} does not hold {count} entries")
-    computed = crc32c.crc32c(memoryview(data)[_CRC_START:])
+    computed = crc32c(memoryview(data)[_CRC_START:])
     if computed != crc:
         raise CorruptSnapshotError(f"snapshot CRC {crc:#010x} does not match {computed:#010x}")
     entries: list[ProducerStateEntry] = []

@@ -41,6 +41,8 @@ from gregor.storage.txn_index import AbortedTxn, TransactionIndex
 
 log = logging.getLogger(__name__)
 
+_pwrite = os.pwrite  # one lookup fewer on the append fast path
+
 BatchCallback = Callable[[BatchHeader, memoryview], None]
 IndexT = TypeVar("IndexT", OffsetIndex, TimeIndex)
 
@@ -139,6 +141,12 @@ class LogSegment:
         self._rolling_timestamp: int | None = None  # the first batch's max timestamp
         # (offset, position) where the last read ended: where the next one likely starts.
         self._read_hint: tuple[int, int] | None = None
+        # The append fast path (`append_stamped`): armed by a full `append` with the bounds
+        # within which the next appends need none of its roll checks; -1 disarms it.
+        self._fast_size_limit = -1
+        self._fast_offset_limit = -1
+        self._fast_timestamp_limit = -1
+        self._fast_time_indexed = -1  # the timestamp of the time index's last entry
         if new:
             self._log = FileHandle(self.log_path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
             if active and config.preallocate:
@@ -172,6 +180,7 @@ class LogSegment:
     def release_files(self) -> None:
         """Let an inactive segment's descriptors and mappings go (they reopen when needed)."""
         if not self.active:
+            self._fast_size_limit = -1
             self._log = None
             self._offset_index = self._time_index = None
 
@@ -262,16 +271,11 @@ class LogSegment:
         if size > config.segment_bytes - append_size:
             return True
         if size > 0:
-            segment_ms = config.segment_ms
-            if config.compact:
-                # A compacted log rolls in time for max.compaction.lag.ms: the active
-                # segment is never cleaned.
-                segment_ms = min(segment_ms, config.max_compaction_lag_ms)
             first = self._rolling_timestamp
             if first is None:
                 first = self.first_batch_timestamp()
             waited = max_timestamp - first if first >= 0 else now_ms - self.created_ms
-            if waited > segment_ms - self.roll_jitter_ms:
+            if waited > self._max_wait_ms():
                 return True
         offsets = self._offset_index or self.offset_index
         times = self._time_index or self.time_index
@@ -280,6 +284,15 @@ class LogSegment:
             or times.entries >= times.max_entries - 1
             or max_offset - self.base_offset > 0x7FFFFFFF
         )
+
+    def _max_wait_ms(self) -> int:
+        config = self.config
+        segment_ms = config.segment_ms
+        if config.compact:
+            # A compacted log rolls in time for max.compaction.lag.ms: the active segment is
+            # never cleaned.
+            segment_ms = min(segment_ms, config.max_compaction_lag_ms)
+        return segment_ms - self.roll_jitter_ms
 
     # -- append ----------------------------------------------------------------------------
 
@@ -312,6 +325,65 @@ class LogSegment:
             (self._time_index or self.time_index).maybe_append(entry[0], entry[1])
             self._bytes_since_index = 0
         self._bytes_since_index += size
+        self._arm_fast_append()
+
+    def _arm_fast_append(self) -> None:
+        """Set the bounds within which `append_stamped` may skip `should_roll`: the same
+        size, age, index and offset limits, as they stand after this append."""
+        self._fast_size_limit = -1
+        first = self._rolling_timestamp
+        offsets, times = self._offset_index, self._time_index
+        if (
+            not self.active
+            or self._log is None
+            or self._size == 0
+            or first is None
+            or first < 0  # then the age counts from the clock: the full path
+            or offsets is None
+            or times is None
+            or offsets.is_full()
+            or times.is_full()
+        ):
+            return
+        self._fast_offset_limit = self.base_offset + 0x7FFFFFFF
+        self._fast_timestamp_limit = first + self._max_wait_ms()
+        self._fast_time_indexed = times.last_entry()[0]
+        self._fast_size_limit = self.config.segment_bytes
+
+    def append_stamped(self, batch: bytes, size: int, last_offset: int, max_timestamp: int) -> bool:
+        """`append` of one batch (`size` bytes) whose offsets are set, without `should_roll`:
+        valid while the last full `append` armed it and the batch stays within its bounds.
+        Returns False, having written nothing, when the full path must take the batch.
+
+        `max_timestamp` is the batch's (-1 when it has none); the offset of the max
+        timestamp is then `last_offset`.
+        """
+        position = self._size
+        if (
+            position + size > self._fast_size_limit
+            or last_offset > self._fast_offset_limit
+            or max_timestamp > self._fast_timestamp_limit
+        ):
+            return False
+        handle: FileHandle = self._log  # type: ignore[assignment]  # armed only while open
+        written = _pwrite(handle.fd, batch, position)
+        if written < size:  # a short write, rare: finish it
+            handle.pwrite(memoryview(batch)[written:], position + written)
+        self._size = position + size
+        entry = self._max_timestamp
+        if entry is None or max_timestamp > entry[0]:
+            entry = self._max_timestamp = (max_timestamp, last_offset)
+        since = self._bytes_since_index
+        if since > self.config.index_interval_bytes:
+            room = self._offset_index.append_in_order(last_offset, position)  # type: ignore[union-attr]
+            if entry[0] > self._fast_time_indexed:
+                self._fast_time_indexed = entry[0]
+                room = self._time_index.append_in_order(*entry) and room  # type: ignore[union-attr]
+            if not room:
+                self._fast_size_limit = -1  # the next append rolls
+            since = 0
+        self._bytes_since_index = since + size
+        return True
 
     def append_aborted_txn(self, txn: AbortedTxn) -> None:
         self.txn_index.append(txn)
@@ -424,6 +496,7 @@ class LogSegment:
         """
         was_active = self.active
         self.make_active()  # the indexes are rebuilt through writable mappings
+        self._fast_size_limit = -1
         offset_index, time_index = self.offset_index, self.time_index
         offset_index.reset()
         time_index.reset()
@@ -480,6 +553,7 @@ class LogSegment:
         """Remove every batch from the one holding `offset` on; returns bytes removed."""
         found = self.translate_offset(offset)
         self.make_active()
+        self._fast_size_limit = -1
         offset_index, time_index = self.offset_index, self.time_index
         offset_index.truncate_to(offset)
         time_index.truncate_to(offset)
@@ -520,6 +594,7 @@ class LogSegment:
 
     def on_become_inactive(self) -> None:
         """The segment rolled: record its largest timestamp, trim and freeze its indexes."""
+        self._fast_size_limit = -1
         entry = self._max_timestamp_entry()
         self.time_index.maybe_append(entry[0], entry[1], skip_full_check=True)
         self.offset_index.make_read_only()
@@ -548,6 +623,7 @@ class LogSegment:
 
     def close(self) -> None:
         """Record the largest timestamp, trim the indexes and the file, let the files go."""
+        self._fast_size_limit = -1
         if self.active and self._max_timestamp is not None and self._max_timestamp[0] >= 0:
             self.time_index.maybe_append(*self._max_timestamp, skip_full_check=True)
         for index in (self._offset_index, self._time_index):

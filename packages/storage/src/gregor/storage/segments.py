@@ -14,14 +14,19 @@ from gregor.storage.segment import LogSegment
 
 
 class SegmentList:
-    __slots__ = ("_view",)
+    __slots__ = ("_view", "last")
 
     def __init__(self, segments: Iterable[LogSegment] = ()) -> None:
         ordered = sorted(segments, key=lambda s: s.base_offset)
-        self._view: tuple[list[int], list[LogSegment]] = (
-            [s.base_offset for s in ordered],
-            ordered,
-        )
+        self._view: tuple[list[int], list[LogSegment]]
+        # The active segment, or None when there is none: a plain attribute, for the
+        # append fast path (writers change it under the log's lock, with the view).
+        self.last: LogSegment | None
+        self._publish([s.base_offset for s in ordered], ordered)
+
+    def _publish(self, bases: list[int], segments: list[LogSegment]) -> None:
+        self._view = (bases, segments)
+        self.last = segments[-1] if segments else None
 
     # -- reads (lock-free, on a snapshot) --------------------------------------------------
 
@@ -83,9 +88,9 @@ class SegmentList:
         bases, segments = self._view
         i = bisect_left(bases, segment.base_offset)
         if i < len(bases) and bases[i] == segment.base_offset:
-            self._view = (bases[:], [*segments[:i], segment, *segments[i + 1 :]])
+            self._publish(bases[:], [*segments[:i], segment, *segments[i + 1 :]])
         else:
-            self._view = (
+            self._publish(
                 [*bases[:i], segment.base_offset, *bases[i:]],
                 [*segments[:i], segment, *segments[i:]],
             )
@@ -93,14 +98,14 @@ class SegmentList:
     def remove(self, removed: Iterable[LogSegment]) -> None:
         gone = {id(s) for s in removed}
         kept = [s for s in self._view[1] if id(s) not in gone]
-        self._view = ([s.base_offset for s in kept], kept)
+        self._publish([s.base_offset for s in kept], kept)
 
     def replace(self, new: Iterable[LogSegment], old: Iterable[LogSegment]) -> None:
         gone = {id(s) for s in old}
         kept = [s for s in self._view[1] if id(s) not in gone]
         kept.extend(new)
         kept.sort(key=lambda s: s.base_offset)
-        self._view = ([s.base_offset for s in kept], kept)
+        self._publish([s.base_offset for s in kept], kept)
 
     def clear(self) -> None:
-        self._view = ([], [])
+        self._publish([], [])

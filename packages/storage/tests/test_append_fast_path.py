@@ -1,0 +1,110 @@
+"""The append fast path (one stamped batch, one pwrite) against the checking path.
+
+Two logs take the same appends, one through `append_as_leader` (fast wherever it applies) and
+one through the checking path alone; their results and every byte of their files must agree.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from storage_testing import FakeClock, LogOpener, make_batch
+
+from gregor.protocol.errors import CorruptRecordError, MessageTooLargeError
+from gregor.protocol.records import stamp_produced_batch
+from gregor.storage import AppendInfo, AppendOrigin, Log
+
+
+def checked_append(log: Log, records: bytes, epoch: int) -> AppendInfo:
+    return log._append_as_leader_checked(records, epoch, AppendOrigin.CLIENT)
+
+
+def log_files(log: Log) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(log.dir.iterdir())}
+
+
+def test_fast_and_checked_appends_write_the_same_files(
+    open_test_log: LogOpener, tmp_path: Path, clock: FakeClock
+) -> None:
+    settings = {"segment_bytes": 40_000, "index_interval_bytes": 1000}
+    fast = open_test_log(tmp_path / "fast-0", **settings)
+    checked = open_test_log(tmp_path / "checked-0", **settings)
+    slow_calls = []
+
+    def counted(records: bytes, epoch: int, origin: AppendOrigin) -> AppendInfo:
+        slow_calls.append(len(records))
+        return Log._append_as_leader_checked(fast, records, epoch, origin)
+
+    fast._append_as_leader_checked = counted  # type: ignore[method-assign]
+    rng = random.Random(7)
+    timestamp = 1_000
+    fast_infos, checked_infos = [], []
+    for i in range(120):
+        count = rng.randrange(1, 8)
+        values = [rng.randbytes(rng.randrange(0, 600)) for _ in range(count)]
+        # Timestamps mostly grow, sometimes go back; some batches have none (-1).
+        timestamp += rng.randrange(-50, 200)
+        batch = make_batch(values, timestamp=timestamp if i % 17 != 5 else -1)
+        epoch = 1 + i // 40  # a new leader epoch now and then
+        fast_infos.append(fast.append_as_leader(batch, epoch))
+        checked_infos.append(checked_append(checked, batch, epoch))
+        clock.advance(10)
+    assert fast_infos == checked_infos
+    # The checking path took the first batch of each segment and the ones that rolled.
+    assert 0 < len(slow_calls) <= 2 * len(fast.segments)
+    assert len(fast.segments) == len(checked.segments) > 2  # it rolled on the way
+    starts = [(1, 0), (2, fast_infos[40].first_offset), (3, fast_infos[80].first_offset)]
+    assert fast.epoch_cache.entries() == checked.epoch_cache.entries() == starts
+    for log in (fast, checked):
+        log.close()
+    assert log_files(fast) == log_files(checked)
+
+
+def test_fast_path_leaves_what_it_cannot_take_to_the_checking_path(
+    open_test_log: LogOpener,
+) -> None:
+    log = open_test_log(max_message_bytes=2000)
+    log.append_as_leader(make_batch([b"x"]), 0)
+    good = make_batch([b"a", b"b"])
+    corrupt = bytearray(good)
+    corrupt[-1] ^= 0xFF
+    with pytest.raises(CorruptRecordError, match="stored CRC"):
+        log.append_as_leader(bytes(corrupt), 0)
+    with pytest.raises(MessageTooLargeError, match=r"\(max\.message\.bytes\)"):
+        log.append_as_leader(make_batch([bytes(3000)]), 0)
+    # Two batches in one append, and an idempotent producer's batch: the checking path.
+    two = log.append_as_leader(good + good, 0)
+    assert (two.first_offset, two.last_offset, two.records_count) == (1, 4, 4)
+    idempotent = make_batch([b"i"], producer_id=5, producer_epoch=0, base_sequence=0)
+    info = log.append_as_leader(idempotent, 0)
+    assert (info.first_offset, info.duplicate) == (5, False)
+    assert log.append_as_leader(idempotent, 0).duplicate
+    assert log.log_end_offset == 6
+
+
+def test_fast_path_disarms_when_the_offset_index_fills(
+    open_test_log: LogOpener, tmp_path: Path
+) -> None:
+    # Room for four index entries: the fifth needs a roll, as should_roll decides.
+    settings = {"segment_index_bytes": 32, "index_interval_bytes": 1}
+    fast = open_test_log(tmp_path / "fast-0", **settings)
+    checked = open_test_log(tmp_path / "checked-0", **settings)
+    batch = make_batch([b"v" * 100])
+    for _ in range(20):
+        assert fast.append_as_leader(batch, 0) == checked_append(checked, batch, 0)
+    assert [s.base_offset for s in fast.segments] == [s.base_offset for s in checked.segments]
+    assert len(fast.segments) > 1
+
+
+def test_stamped_batch_is_what_the_segment_holds(open_test_log: LogOpener) -> None:
+    log = open_test_log()
+    batch = make_batch([b"a", b"b"])
+    log.append_as_leader(batch, 2)
+    info = log.append_as_leader(batch, 2)
+    stamped = stamp_produced_batch(batch, 2, 2, 1 << 20)
+    assert stamped is not None
+    data = log.active_segment.log_path.read_bytes()
+    assert data[len(batch) :] == stamped[0]
+    assert (info.first_offset, info.valid_bytes) == (2, len(batch))
