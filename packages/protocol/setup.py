@@ -11,6 +11,7 @@ setup(
         Extension(
             "gregor.protocol._records_speedups",
             ["src/gregor/protocol/_records_speedups.c"],
+            depends=["src/gregor/protocol/_produced_batch.h"],
             optional=True,
         )
     ]

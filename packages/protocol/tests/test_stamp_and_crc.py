@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import random
 import struct
 from collections.abc import Callable
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 
 from gregor.protocol import checksums, records
 from gregor.protocol.records import (
+    STAMPED_PREFIX,
     BatchBuilder,
     Compression,
     ControlType,
@@ -35,6 +37,13 @@ Stamp = Callable[[bytes, int, int, int], StampedBatch | None]
 def test_the_extension_is_used_when_built() -> None:
     native = records.native_function("stamp_produced_batch")
     assert (records.stamp_produced_batch is native) == (native is not None)
+
+
+@pytest.mark.skipif(len(STAMPS) == 1, reason="the C extension was not built")
+def test_the_extension_exports_its_batch_check_in_a_capsule() -> None:
+    module = importlib.import_module("gregor.protocol._records_speedups")
+    assert type(module.produced_batch_api).__name__ == "PyCapsule"
+    assert "produced_batch_api" in repr(module.produced_batch_api)
 
 
 @pytest.mark.parametrize("crc", CRCS)
@@ -74,11 +83,13 @@ def test_stamp_sets_offset_and_epoch_and_returns_the_header(stamp: Stamp) -> Non
     batch = produced_batch(4, producer_id=9, producer_epoch=2, base_sequence=40)
     result = stamp(batch, 123_456_789_012, 17, 1 << 20)
     assert result is not None
-    stamped, delta, first_ts, max_ts, pid, producer_epoch, sequence = result
+    prefix, delta, first_ts, max_ts, pid, producer_epoch, sequence = result
     expected = bytearray(batch)
     patch_base_offset(expected, 0, 123_456_789_012)
     patch_leader_epoch(expected, 0, 17)
-    assert stamped == bytes(expected) and isinstance(stamped, bytes)
+    assert isinstance(prefix, bytes) and len(prefix) == STAMPED_PREFIX
+    stamped = prefix + batch[STAMPED_PREFIX:]
+    assert stamped == bytes(expected)
     assert (delta, first_ts, max_ts) == (3, 1_000, 1_021)
     assert (pid, producer_epoch, sequence) == (9, 2, 40)
     header = read_batch_header(stamped)
@@ -89,7 +100,9 @@ def test_stamp_takes_any_buffer_and_compressed_batches(stamp: Stamp) -> None:
     batch = produced_batch(5, compression=Compression.GZIP)
     for buf in (batch, bytearray(batch), memoryview(b"xx" + batch)[2:]):
         result = stamp(buf, 5, -1, len(batch))  # type: ignore[arg-type]
-        assert result is not None and read_batch_header(result[0]).base_offset == 5
+        assert result is not None
+        header = read_batch_header(result[0] + batch[STAMPED_PREFIX:])
+        assert (header.base_offset, header.partition_leader_epoch) == (5, -1)
 
 
 def _patched(batch: bytes, fmt: str, at: int, value: int) -> bytes:

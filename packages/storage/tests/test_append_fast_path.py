@@ -13,7 +13,7 @@ import pytest
 from storage_testing import FakeClock, LogOpener, make_batch
 
 from gregor.protocol.errors import CorruptRecordError, MessageTooLargeError
-from gregor.protocol.records import stamp_produced_batch
+from gregor.protocol.records import STAMPED_PREFIX, stamp_produced_batch
 from gregor.storage import AppendInfo, AppendOrigin, Log
 
 
@@ -106,5 +106,5 @@ def test_stamped_batch_is_what_the_segment_holds(open_test_log: LogOpener) -> No
     stamped = stamp_produced_batch(batch, 2, 2, 1 << 20)
     assert stamped is not None
     data = log.active_segment.log_path.read_bytes()
-    assert data[len(batch) :] == stamped[0]
+    assert data[len(batch) :] == stamped[0] + batch[STAMPED_PREFIX:]
     assert (info.first_offset, info.valid_bytes) == (2, len(batch))

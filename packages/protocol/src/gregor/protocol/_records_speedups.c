@@ -16,10 +16,13 @@
  *       package computes it); SSE4.2 instructions in three interleaved streams where the
  *       CPU has them, a table otherwise
  *   stamp_produced_batch(data, base_offset, leader_epoch, max_size)
- *       -> (stamped, last_offset_delta, base_timestamp, max_timestamp, producer_id,
+ *       -> (prefix, last_offset_delta, base_timestamp, max_timestamp, producer_id,
  *          producer_epoch, base_sequence), or None when data is anything but one
- *          well-formed batch as a client produces it; stamped is a copy with the base
- *          offset and leader epoch set.
+ *          well-formed batch as a client produces it; prefix is the batch's first 16
+ *          bytes with the base offset and leader epoch set (nothing else changes).
+ *
+ * The check of a produced batch and CRC-32C are also exported in a capsule
+ * (_produced_batch.h), for gregor-storage's extension.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -27,6 +30,8 @@
 #include <structmember.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "_produced_batch.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <nmmintrin.h>
@@ -616,23 +621,35 @@ crc32c(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 
 /* -- stamping a produced batch ------------------------------------------------------ */
 
-static inline uint64_t
-read_be(const unsigned char *p, int nbytes)
+/* The check behind stamp_produced_batch (and gregor-storage's append), on the caller's
+ * bytes: they are not copied, so the caller keeps them unchanged until it has written them. */
+static int
+check_produced_batch(const unsigned char *in, int64_t size, int64_t leader_epoch,
+                     int64_t max_size, gregor_produced_header *out)
 {
-    uint64_t value = 0;
-    for (int i = 0; i < nbytes; i++) {
-        value = (value << 8) | p[i];
+    /* The header, as records.py's _HEADER reads it. */
+    if (size < 61 || leader_epoch < INT32_MIN || leader_epoch > INT32_MAX || size > max_size) {
+        return 0;
     }
-    return value;
-}
-
-static inline void
-write_be(unsigned char *p, uint64_t value, int nbytes)
-{
-    for (int i = nbytes - 1; i >= 0; i--) {
-        p[i] = (unsigned char)value;
-        value >>= 8;
+    int64_t given_base_offset = (int64_t)gregor_read_be(in, 8);
+    int magic = in[16];
+    uint32_t stored_crc = (uint32_t)gregor_read_be(in + 17, 4);
+    int attributes = (int16_t)gregor_read_be(in + 21, 2);
+    int32_t records_count = (int32_t)gregor_read_be(in + 57, 4);
+    out->batch_length = (int32_t)gregor_read_be(in + 8, 4);
+    out->last_offset_delta = (int32_t)gregor_read_be(in + 23, 4);
+    out->base_timestamp = (int64_t)gregor_read_be(in + 27, 8);
+    out->max_timestamp = (int64_t)gregor_read_be(in + 35, 8);
+    out->producer_id = (int64_t)gregor_read_be(in + 43, 8);
+    out->producer_epoch = (int16_t)gregor_read_be(in + 51, 2);
+    out->base_sequence = (int32_t)gregor_read_be(in + 53, 4);
+    if (out->batch_length + 12 != size || magic != 2 || given_base_offset != 0 ||
+        records_count < 1 || (int64_t)out->last_offset_delta != (int64_t)records_count - 1 ||
+        (attributes & 0x20) /* control */ || (attributes & 0x07) > 4 /* unknown codec */ ||
+        ((attributes & 0x10) && out->producer_id < 0) /* transactional without a producer */) {
+        return 0;
     }
+    return crc32c_update(0, in + 21, (size_t)(size - 21)) == stored_crc;
 }
 
 static PyObject *
@@ -653,57 +670,28 @@ stamp_produced_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
         return NULL;
     }
-    const unsigned char *in = view.buf;
-    Py_ssize_t size = view.len;
-    PyObject *stamped = NULL;
-    PyObject *result = NULL;
-    /* The header, as records.py's _HEADER reads it. */
-    if (size < 61 || leader_epoch < INT32_MIN || leader_epoch > INT32_MAX || size > max_size) {
-        goto unfit;
+    gregor_produced_header h;
+    unsigned char prefix[GREGOR_STAMPED_PREFIX];
+    PyObject *result;
+    if (check_produced_batch(view.buf, view.len, leader_epoch, max_size, &h)) {
+        gregor_stamp_prefix(prefix, view.buf, base_offset, (int32_t)leader_epoch);
+        result = Py_BuildValue("(y#iLLLii)", (const char *)prefix, (Py_ssize_t)sizeof prefix,
+                               (int)h.last_offset_delta, (long long)h.base_timestamp,
+                               (long long)h.max_timestamp, (long long)h.producer_id,
+                               h.producer_epoch, (int)h.base_sequence);
     }
-    int64_t given_base_offset = (int64_t)read_be(in, 8);
-    int64_t batch_length = (int32_t)read_be(in + 8, 4);
-    int magic = in[16];
-    uint32_t stored_crc = (uint32_t)read_be(in + 17, 4);
-    int attributes = (int16_t)read_be(in + 21, 2);
-    int32_t last_offset_delta = (int32_t)read_be(in + 23, 4);
-    int64_t base_timestamp = (int64_t)read_be(in + 27, 8);
-    int64_t max_timestamp = (int64_t)read_be(in + 35, 8);
-    int64_t producer_id = (int64_t)read_be(in + 43, 8);
-    int producer_epoch = (int16_t)read_be(in + 51, 2);
-    int32_t base_sequence = (int32_t)read_be(in + 53, 4);
-    int32_t records_count = (int32_t)read_be(in + 57, 4);
-    if (batch_length + 12 != size || magic != 2 || given_base_offset != 0 ||
-        records_count < 1 || (int64_t)last_offset_delta != (int64_t)records_count - 1 ||
-        (attributes & 0x20) /* control */ || (attributes & 0x07) > 4 /* unknown codec */ ||
-        ((attributes & 0x10) && producer_id < 0) /* transactional without a producer */) {
-        goto unfit;
+    else {
+        result = Py_NewRef(Py_None);
     }
-    stamped = PyBytes_FromStringAndSize(NULL, size);
-    if (stamped == NULL) {
-        goto done;
-    }
-    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(stamped);
-    memcpy(out, in, (size_t)size);
-    /* Checked on the copy: what is written is what was checked. */
-    if (crc32c_update(0, out + 21, (size_t)(size - 21)) != stored_crc) {
-        goto unfit;
-    }
-    write_be(out, (uint64_t)base_offset, 8);
-    write_be(out + 12, (uint64_t)leader_epoch, 4);
-    result = Py_BuildValue("(NiLLLii)", stamped, (int)last_offset_delta,
-                           (long long)base_timestamp, (long long)max_timestamp,
-                           (long long)producer_id, producer_epoch, (int)base_sequence);
-    stamped = NULL; /* the tuple took it (or Py_BuildValue released it) */
-    goto done;
-unfit:
-    result = Py_None;
-    Py_INCREF(result);
-done:
-    Py_XDECREF(stamped);
     PyBuffer_Release(&view);
     return result;
 }
+
+static gregor_produced_batch_api produced_batch_api = {
+    .version = GREGOR_PRODUCED_BATCH_API_VERSION,
+    .check = check_produced_batch,
+    .crc32c = crc32c_update,
+};
 
 static PyMethodDef module_methods[] = {
     {"make_decoder", make_decoder, METH_VARARGS,
@@ -721,6 +709,14 @@ module_exec(PyObject *module)
 {
     module_state *st = get_state(module);
     crc32c_init();
+    PyObject *api = PyCapsule_New(&produced_batch_api, GREGOR_PRODUCED_BATCH_CAPSULE, NULL);
+    if (api == NULL) {
+        return -1;
+    }
+    if (PyModule_AddObject(module, "produced_batch_api", api) < 0) {
+        Py_DECREF(api);
+        return -1;
+    }
     st->empty_tuple = PyTuple_New(0);
     return st->empty_tuple == NULL ? -1 : 0;
 }

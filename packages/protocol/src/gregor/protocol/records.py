@@ -61,6 +61,7 @@ from gregor.protocol.primitives import (
 __all__ = [
     "BATCH_HEADER_SIZE",
     "LOG_OVERHEAD",
+    "STAMPED_PREFIX",
     "BatchBuilder",
     "BatchHeader",
     "Compression",
@@ -268,9 +269,13 @@ def patch_log_append_time(buf: bytearray | memoryview, pos: int, timestamp: int)
     struct.pack_into(">I", buf, pos + _CRC_AT, crc)
 
 
-# What `stamp_produced_batch` returns: the stamped copy, then the header's last offset delta,
-# base timestamp, max timestamp, producer id, producer epoch and base sequence.
+# What `stamp_produced_batch` returns: the batch's first STAMPED_PREFIX bytes with its base
+# offset and leader epoch set (nothing after them changes, and the CRC covers none of them),
+# then the header's last offset delta, base timestamp, max timestamp, producer id, producer
+# epoch and base sequence.
 StampedBatch = tuple[bytes, int, int, int, int, int, int]
+STAMPED_PREFIX: Final = 16
+_STAMPED_PREFIX = struct.Struct(">qii")  # base offset, batch length, leader epoch
 
 _INT32_RANGE = range(-(2**31), 2**31)
 
@@ -295,10 +300,8 @@ def _stamp_produced_batch_py(
         or crc32c.crc32c(memoryview(buf)[_ATTRIBUTES_AT:]) != crc
     ):
         return None
-    stamped = bytearray(buf)
-    INT64.pack_into(stamped, 0, base_offset)
-    INT32.pack_into(stamped, _LEADER_EPOCH_AT, leader_epoch)
-    return bytes(stamped), delta, first_ts, max_ts, pid, producer_epoch, sequence
+    prefix = _STAMPED_PREFIX.pack(base_offset, length, leader_epoch)
+    return prefix, delta, first_ts, max_ts, pid, producer_epoch, sequence
 
 
 stamp_produced_batch: Callable[[Buffer, int, int, int], StampedBatch | None] = (
@@ -309,9 +312,11 @@ stamp_produced_batch: Callable[[Buffer, int, int, int], StampedBatch | None] = (
 When `buf` is exactly one well-formed batch as a client produces it (magic 2, sizes that
 agree, a known codec, base offset 0, `last_offset_delta == records_count - 1 >= 0`, not a
 control batch, a producer id if transactional, at most `max_size` bytes, and a matching
-CRC), a copy of it with `base_offset` and `leader_epoch` set, and its header's fields (see
-`StampedBatch`). None otherwise: the caller then takes its checking path, which says what
-is wrong. One C call where the extension was built.
+CRC), its first `STAMPED_PREFIX` bytes with `base_offset` and `leader_epoch` set, and its
+header's fields (see `StampedBatch`): the stamped batch is the prefix then
+`buf[STAMPED_PREFIX:]`, with no copy of the body. The caller must not change `buf` until it
+has written it. None otherwise: the caller then takes its checking path, which says what is
+wrong. One C call where the extension was built.
 """
 
 

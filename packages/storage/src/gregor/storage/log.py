@@ -32,6 +32,7 @@ from gregor.protocol.errors import (
 )
 from gregor.protocol.records import (
     BATCH_HEADER_SIZE,
+    STAMPED_PREFIX,
     BatchHeader,
     RecordBatch,
     patch_base_offset,
@@ -254,20 +255,24 @@ class Log:
                 # The fast path: one batch of a producer without a producer id, for a log
                 # with nothing to check in records or timestamps, into an active segment
                 # that needs no roll. One C call checks the batch (sizes, magic, CRC) and
-                # copies it with its offset and epoch set; the segment writes it with one
-                # pwrite. Anything else (None from either) takes the checking path below.
+                # stamps its first 16 bytes with the offset and epoch; the segment writes
+                # them and the rest of the caller's bytes (no copy) with one pwritev.
+                # Anything else (None or False) takes the checking path below.
                 offset = self._leo
                 stamped = stamp_produced_batch(
                     records, offset, leader_epoch, config.fast_append_max_bytes
                 )
                 segment = self.segments.last
                 if stamped is not None and stamped[4] < 0 and segment is not None:
-                    batch, delta, _first_ts, max_ts, _pid, _producer_epoch, _sequence = stamped
+                    prefix, delta, _first_ts, max_ts, _pid, _producer_epoch, _sequence = stamped
                     last = offset + delta
                     if max_ts < NO_TIMESTAMP:
                         max_ts = NO_TIMESTAMP
-                    size = len(batch)
-                    if not self.offline and segment.append_stamped(batch, size, last, max_ts):
+                    size = len(records)
+                    body = memoryview(records)[STAMPED_PREFIX:]
+                    if not self.offline and segment.append_stamped(
+                        prefix, body, size, last, max_ts
+                    ):
                         self._leo = end = last + 1
                         self.producer_state.map_end_offset = end
                         if leader_epoch >= 0:

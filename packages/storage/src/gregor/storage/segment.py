@@ -41,7 +41,7 @@ from gregor.storage.txn_index import AbortedTxn, TransactionIndex
 
 log = logging.getLogger(__name__)
 
-_pwrite = os.pwrite  # one lookup fewer on the append fast path
+_pwritev = os.pwritev  # one lookup fewer on the append fast path
 
 BatchCallback = Callable[[BatchHeader, memoryview], None]
 IndexT = TypeVar("IndexT", OffsetIndex, TimeIndex)
@@ -350,10 +350,13 @@ class LogSegment:
         self._fast_time_indexed = times.last_entry()[0]
         self._fast_size_limit = self.config.segment_bytes
 
-    def append_stamped(self, batch: bytes, size: int, last_offset: int, max_timestamp: int) -> bool:
-        """`append` of one batch (`size` bytes) whose offsets are set, without `should_roll`:
-        valid while the last full `append` armed it and the batch stays within its bounds.
-        Returns False, having written nothing, when the full path must take the batch.
+    def append_stamped(
+        self, prefix: bytes, body: memoryview, size: int, last_offset: int, max_timestamp: int
+    ) -> bool:
+        """`append` of one batch of `size` bytes, `prefix` (its stamped first bytes) then
+        `body`, without `should_roll`: valid while the last full `append` armed it and the
+        batch stays within its bounds. Returns False, having written nothing, when the full
+        path must take the batch.
 
         `max_timestamp` is the batch's (-1 when it has none); the offset of the max
         timestamp is then `last_offset`.
@@ -366,9 +369,9 @@ class LogSegment:
         ):
             return False
         handle: FileHandle = self._log  # type: ignore[assignment]  # armed only while open
-        written = _pwrite(handle.fd, batch, position)
+        written = _pwritev(handle.fd, (prefix, body), position)
         if written < size:  # a short write, rare: finish it
-            handle.pwrite(memoryview(batch)[written:], position + written)
+            handle.pwrite((prefix + body)[written:], position + written)
         self._size = position + size
         entry = self._max_timestamp
         if entry is None or max_timestamp > entry[0]:
