@@ -275,7 +275,10 @@ class Log:
                     ):
                         self._leo = end = last + 1
                         self.producer_state.map_end_offset = end
-                        if leader_epoch >= 0:
+                        if leader_epoch >= 0 and (
+                            leader_epoch != self._noted_epoch
+                            or self.epoch_cache.version != self._noted_version
+                        ):
                             self._note_epoch(leader_epoch, offset)
                         if end - self.recovery_point >= config.flush_messages:
                             self._request_flush()
@@ -302,12 +305,12 @@ class Log:
         return self._append_as_leader_checked(records, leader_epoch, origin)
 
     def _note_epoch(self, epoch: int, offset: int) -> None:
-        """`epoch_cache.assign` for the fast path, skipped while nothing changed the cache
-        since it last found `epoch` current (offsets only grow meanwhile)."""
+        """`epoch_cache.assign` for the fast path. The fast path skips it (inline) while
+        nothing changed the cache since it last found `epoch` current (offsets only grow
+        meanwhile)."""
         cache = self.epoch_cache
-        if epoch != self._noted_epoch or cache.version != self._noted_version:
-            cache.assign(epoch, offset)
-            self._noted_epoch, self._noted_version = epoch, cache.version
+        cache.assign(epoch, offset)
+        self._noted_epoch, self._noted_version = epoch, cache.version
 
     def _append_as_leader_checked(
         self,

@@ -147,6 +147,7 @@ class LogSegment:
         self._fast_offset_limit = -1
         self._fast_timestamp_limit = -1
         self._fast_time_indexed = -1  # the timestamp of the time index's last entry
+        self._fast_index_interval = config.index_interval_bytes
         if new:
             self._log = FileHandle(self.log_path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
             if active and config.preallocate:
@@ -377,7 +378,7 @@ class LogSegment:
         if entry is None or max_timestamp > entry[0]:
             entry = self._max_timestamp = (max_timestamp, last_offset)
         since = self._bytes_since_index
-        if since > self.config.index_interval_bytes:
+        if since > self._fast_index_interval:
             room = self._offset_index.append_in_order(last_offset, position)  # type: ignore[union-attr]
             if entry[0] > self._fast_time_indexed:
                 self._fast_time_indexed = entry[0]
