@@ -87,7 +87,13 @@ def test_preferred_leader_election_through_the_admin_client(
     future = admin.elect_leaders(ElectionType.PREFERRED, [KafkaTopicPartition(topic, 0)])
     results = future.result(timeout=60)
     assert {(tp.topic, tp.partition): error for tp, error in results.items()} == {(topic, 0): None}
-    assert all(partitions_of(cluster, topic, b)[0].leader_id == 0 for b in (0, 1, 2))
+    # The answer comes once the controller's own metadata shows the new leader (as in
+    # Kafka); the other brokers hear of it right after.
+    wait_for(
+        lambda: all(partitions_of(cluster, topic, b)[0].leader_id == 0 for b in (0, 1, 2)),
+        30,
+        "every broker to see leader 0",
+    )
     again = admin.elect_leaders(ElectionType.PREFERRED, [KafkaTopicPartition(topic, 0)])
     error = next(iter(again.result(timeout=60).values()))
     assert error is not None and error.code() == 84  # ELECTION_NOT_NEEDED
