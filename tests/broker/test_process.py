@@ -132,6 +132,25 @@ def test_sigterm_is_graceful_and_sigkill_loses_nothing_acknowledged(
     assert consume_all(cluster, topic, count) == acked[:count]
 
 
+def test_a_whole_cluster_stops_with_every_controlled_shutdown_complete(
+    cluster_factory: Factory,
+) -> None:
+    # A retry backoff no test could wait out (the brokers' stop would time out and SIGKILL
+    # them): stopping together, no broker may need it. The last ones lead partitions that
+    # no one else can take over, and the controller leaves while the others ask it.
+    cluster = cluster_factory(3, controlled_shutdown_retry_backoff_ms=600_000)
+    create_topic(cluster, unique_topic("replicated"), partitions=6, replication_factor=3)
+    create_topic(cluster, unique_topic("single"), partitions=3, replication_factor=1)
+    for broker in cluster.brokers:
+        broker.terminate()
+    assert [broker.wait(60) for broker in cluster.brokers] == [0, 0, 0]
+    for broker in cluster.brokers:
+        log = broker.log_tail(50_000)
+        assert "controlled shutdown succeeded" in log
+        assert "incomplete" not in log
+        assert "did not complete" not in log
+
+
 def rss_kib(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):

@@ -307,6 +307,36 @@ async def test_controlled_shutdown_moves_leadership_away(control_plane: Any) -> 
     assert {(tp, False) for tp in (T0, T1, T2) if tp not in led_before} <= stopped
 
 
+async def test_controlled_shutdown_leaves_out_what_no_retry_could_move(
+    control_plane: Any,
+) -> None:
+    for broker_id in (1, 2):
+        await control_plane.add(broker_id)
+    controller = (await control_plane.wait_for_controller()).controller
+    z = admin(control_plane)
+    # Broker 3 is not up yet: it starts outside the ISR of orders-0.
+    await z.create_topic_assignment("orders", None, {0: [1, 3], 1: [1, 2]})
+    state = await wait_for_state(control_plane, T0, "created", lambda s: s.leader == 1)
+    assert state.isr == (1,)
+    await control_plane.add(3)
+    await control_plane.wait_until(lambda: 3 in controller.context.live_broker_ids, "broker 3")
+
+    async def shut_down(broker_id: int) -> set[TopicPartition]:
+        epoch = control_plane.nodes[broker_id].controller.broker_epoch
+        return await controller.controlled_shutdown(broker_id, epoch)  # type: ignore[no-any-return]
+
+    # orders-1 moves to broker 2. orders-0 cannot move yet, but broker 3 is live and may
+    # join the ISR, so a retry could help: it remains, as in Kafka.
+    assert await shut_down(1) == {T0}
+    assert (await state_of(control_plane, T1)).leader == 2  # type: ignore[union-attr]
+    # Once broker 3 is shutting down too, nothing could ever take orders-0 over.
+    assert await shut_down(3) == set()
+    assert await shut_down(1) == set()
+    # The last broker: orders-1's other replica is leaving, so it does not remain either.
+    assert await shut_down(2) == set()
+    assert (await state_of(control_plane, T1)).leader == 2  # type: ignore[union-attr]
+
+
 async def test_a_new_controller_finishes_a_deletion_in_flight(control_plane: Any) -> None:
     await three_brokers(control_plane)
     z = admin(control_plane)

@@ -275,7 +275,9 @@ class Broker:
         if self.config.controlled_shutdown_enable and self.broker_epoch >= 0:
             # While we still serve: if we are the controller, the request is for us.
             try:
-                await controlled_shutdown(self.zk, self.controller_settings, self.broker_epoch)
+                await controlled_shutdown(
+                    self.zk, self.controller_settings, self.broker_epoch, self.controller
+                )
             except* Exception as group:
                 log.error("controlled shutdown failed; stopping anyway", exc_info=group)
         self.replica_manager.shutdown()

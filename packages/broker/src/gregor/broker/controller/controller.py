@@ -98,7 +98,8 @@ class Controller:
         self.broker = broker
         self.broker_id = settings.broker_id
         self.broker_epoch = -1
-        self.active_controller_id = -1
+        self._active_controller_id = -1
+        self._controller_changed = trio.Event()  # set, and replaced, when the id changes
         self.context = ControllerContext()
         self.queue = EventQueue()
         self.channels = ControllerChannelManager(
@@ -137,6 +138,24 @@ class Controller:
 
     def __repr__(self) -> str:
         return f"<Controller of broker {self.broker_id}, active={self.is_active}>"
+
+    @property
+    def active_controller_id(self) -> int:
+        """The controller this broker last saw in /controller (-1: none)."""
+        return self._active_controller_id
+
+    @active_controller_id.setter
+    def active_controller_id(self, value: int) -> None:
+        if value != self._active_controller_id:
+            self._active_controller_id = value
+            self._controller_changed.set()
+            self._controller_changed = trio.Event()
+
+    async def wait_for_another_controller(self, known: int) -> int:
+        """Wait until a controller other than `known` is elected; its id."""
+        while self._active_controller_id in (known, -1):
+            await self._controller_changed.wait()
+        return self._active_controller_id
 
     @property
     def is_active(self) -> bool:
@@ -707,7 +726,18 @@ class Controller:
         await self.replicas.handle_state_changes(
             {PartitionReplica(tp, broker_id) for tp in followed}, ReplicaState.OFFLINE
         )
-        return context.partition_leaders_on_broker(broker_id)
+        # Kafka answers with every partition the broker still leads, and the broker retries
+        # until none remain. A partition none of whose other replicas is live and staying
+        # (the last live broker, every other replica shutting down too) can never move, like
+        # a single-replica one: it is left out, so the broker does not wait out its retries
+        # for nothing. One with a live replica outside the ISR stays: it may catch up.
+        return {
+            tp
+            for tp in context.partition_leaders_on_broker(broker_id)
+            if any(
+                r != broker_id and context.is_replica_online(r, tp) for r in context.replicas(tp)
+            )
+        }
 
     # -- shared helpers ----------------------------------------------------------------
 

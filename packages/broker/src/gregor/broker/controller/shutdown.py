@@ -1,14 +1,20 @@
 """The broker side of controlled shutdown: ask the controller to move leadership away.
 
 On SIGTERM a broker (with `controlled.shutdown.enable`) sends ControlledShutdown to the
-controller it finds in ZooKeeper, and tries again after a backoff while the controller
-cannot finish (partitions remain led by this broker, the controller moved, a connection
-failed), `controlled.shutdown.max.retries` times in all, as Kafka's broker does.
+controller it finds in ZooKeeper, and tries again while the controller cannot finish
+(partitions remain led by this broker, the controller moved, a connection failed),
+`controlled.shutdown.max.retries` times in all, as Kafka's broker does.
+
+Between attempts it waits `controlled.shutdown.retry.backoff.ms`, as Kafka does, with one
+shortcut: when the attempt failed because the controller went away (its connection closed,
+NOT_CONTROLLER, none elected), the next attempt goes as soon as another controller is
+elected. That is what happens when the controller itself shuts down with the others.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -22,17 +28,31 @@ from gregor.protocol.apis.controlled_shutdown import (
 )
 from gregor.protocol.errors import ErrorCode, KafkaError, NetworkError, ProtocolError
 
+if TYPE_CHECKING:
+    from gregor.broker.controller.controller import Controller
+
 log = logging.getLogger(__name__)
+
+NO_CONTROLLER = -1
 
 
 async def controlled_shutdown(
-    zk: KafkaZkClient, settings: ControllerSettings, broker_epoch: int
+    zk: KafkaZkClient,
+    settings: ControllerSettings,
+    broker_epoch: int,
+    controller: Controller | None = None,
 ) -> bool:
-    """True when the controller moved every leadership away from this broker."""
+    """True when the controller moved every leadership away from this broker.
+
+    `controller` is this broker's own (it follows /controller): with it, an attempt that
+    lost its controller is retried once a new one is elected rather than after the backoff.
+    """
     for attempt in range(1, settings.controlled_shutdown_max_retries + 1):
-        response = None
+        asked = NO_CONTROLLER
+        controller_gone = True
         try:
-            response = await _ask_controller(zk, settings, broker_epoch)
+            asked = await _controller_id(zk)
+            response = await _ask_controller(zk, settings, broker_epoch, asked)
         except* (ZooKeeperError, NetworkError, ProtocolError, OSError) as group:
             log.warning("controlled shutdown attempt %d failed: %s", attempt, group.exceptions[0])
         else:
@@ -43,6 +63,7 @@ async def controlled_shutdown(
                 if response.error_code == ErrorCode.NONE and not remaining:
                     log.info("controlled shutdown succeeded")
                     return True
+                controller_gone = response.error_code == ErrorCode.NOT_CONTROLLER
                 error = (
                     KafkaError.for_code(response.error_code).error_name()
                     if response.error_code
@@ -55,17 +76,28 @@ async def controlled_shutdown(
                     remaining,
                 )
         if attempt < settings.controlled_shutdown_max_retries:
-            await trio.sleep(settings.controlled_shutdown_retry_backoff_s)
+            with trio.move_on_after(settings.controlled_shutdown_retry_backoff_s):
+                if controller is not None and controller_gone:
+                    await controller.wait_for_another_controller(asked)
+                else:
+                    await trio.sleep_forever()
     log.warning("controlled shutdown did not complete; shutting down anyway")
     return False
 
 
-async def _ask_controller(
-    zk: KafkaZkClient, settings: ControllerSettings, broker_epoch: int
-) -> ControlledShutdownResponse | None:
-    controller_id = await zk.get_controller_id()
-    if controller_id is None:
+async def _controller_id(zk: KafkaZkClient) -> int:
+    found = await zk.get_controller_id()
+    if found is None:
         log.info("no controller is elected yet")
+        return NO_CONTROLLER
+    return found
+
+
+async def _ask_controller(
+    zk: KafkaZkClient, settings: ControllerSettings, broker_epoch: int, controller_id: int
+) -> ControlledShutdownResponse | None:
+    """The controller's answer; None when there is none to ask or it has no endpoint."""
+    if controller_id == NO_CONTROLLER:
         return None
     broker = await zk.get_broker(controller_id)
     endpoint = broker.endpoint(settings.inter_broker_listener) if broker is not None else None
