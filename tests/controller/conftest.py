@@ -16,21 +16,21 @@ import attrs
 import pytest
 import trio
 
+from gregor.broker.control_requests import (
+    leader_and_isr_response,
+    partition_states,
+    stop_replica_response,
+    stop_replica_states,
+)
 from gregor.broker.controller import Controller, ControllerSettings
 from gregor.broker.zk import BrokerEndpoint, BrokerRegistration, KafkaZkClient, TopicPartition
 from gregor.protocol.apis.api_versions import ApiVersion, ApiVersionsRequest, ApiVersionsResponse
 from gregor.protocol.apis.leader_and_isr import (
-    LeaderAndIsrPartitionError,
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
-    LeaderAndIsrTopicError,
 )
-from gregor.protocol.apis.stop_replica import (
-    StopReplicaPartitionError,
-    StopReplicaRequest,
-    StopReplicaResponse,
-)
+from gregor.protocol.apis.stop_replica import StopReplicaRequest, StopReplicaResponse
 from gregor.protocol.apis.update_metadata import UpdateMetadataResponse
 from gregor.protocol.framing import FrameReader, decode_request, encode_response
 from gregor.protocol.schema import Request, Response
@@ -95,14 +95,15 @@ class BrokerPeer:
         self.changed.set()
         self.changed = trio.Event()
         if isinstance(body, LeaderAndIsrRequest):
-            return _leader_and_isr_response(body, version)
+            return leader_and_isr_response(
+                version,
+                {(topic, p.partition_index): 0 for topic, p in partition_states(body)},
+                {t.topic_name: t.topic_id for t in body.topic_states},
+            )
         if isinstance(body, StopReplicaRequest):
-            errors = [
-                StopReplicaPartitionError(t.topic_name, p.partition_index, 0)
-                for t in body.topic_states
-                for p in t.partition_states
-            ]
-            return StopReplicaResponse(partition_errors=errors)
+            return stop_replica_response(
+                ((topic, index), 0) for topic, index, _, _ in stop_replica_states(body)
+            )
         return UpdateMetadataResponse()
 
     # -- views for assertions ----------------------------------------------------------
@@ -112,10 +113,9 @@ class BrokerPeer:
 
     def leader_and_isr_states(self) -> list[tuple[TopicPartition, LeaderAndIsrPartitionState]]:
         return [
-            (TopicPartition(t.topic_name, p.partition_index), p)
+            (TopicPartition(topic, p.partition_index), p)
             for r in self.of("LeaderAndIsrRequest")
-            for t in r.body.topic_states
-            for p in t.partition_states
+            for topic, p in partition_states(r.body)
         ]
 
     def latest_leader_and_isr(self, tp: TopicPartition) -> LeaderAndIsrPartitionState | None:
@@ -124,12 +124,11 @@ class BrokerPeer:
 
     def metadata(self) -> dict[TopicPartition, Any]:
         """The partition states UpdateMetadata told this broker, latest wins."""
-        states: dict[TopicPartition, Any] = {}
-        for r in self.of("UpdateMetadataRequest"):
-            for t in r.body.topic_states:
-                for p in t.partition_states:
-                    states[TopicPartition(t.topic_name, p.partition_index)] = p
-        return states
+        return {
+            TopicPartition(topic, p.partition_index): p
+            for r in self.of("UpdateMetadataRequest")
+            for topic, p in partition_states(r.body)
+        }
 
     def live_brokers(self) -> set[int]:
         updates = self.of("UpdateMetadataRequest")
@@ -137,35 +136,10 @@ class BrokerPeer:
 
     def stop_replicas(self) -> list[tuple[TopicPartition, bool]]:
         return [
-            (TopicPartition(t.topic_name, p.partition_index), p.delete_partition)
+            (TopicPartition(topic, index), delete)
             for r in self.of("StopReplicaRequest")
-            for t in r.body.topic_states
-            for p in t.partition_states
+            for topic, index, _, delete in stop_replica_states(r.body)
         ]
-
-
-def _leader_and_isr_response(body: LeaderAndIsrRequest, version: int) -> LeaderAndIsrResponse:
-    if version >= 5:
-        return LeaderAndIsrResponse(
-            topics=[
-                LeaderAndIsrTopicError(
-                    t.topic_id,
-                    [
-                        LeaderAndIsrPartitionError("", p.partition_index, 0)
-                        for p in t.partition_states
-                    ],
-                )
-                for t in body.topic_states
-            ]
-        )
-    states = body.ungrouped_partition_states + [
-        p for t in body.topic_states for p in t.partition_states
-    ]
-    return LeaderAndIsrResponse(
-        partition_errors=[
-            LeaderAndIsrPartitionError(p.topic_name, p.partition_index, 0) for p in states
-        ]
-    )
 
 
 def _error_response(body: Request, code: int) -> Response:

@@ -13,14 +13,14 @@ the controller's work to show (`wait_until`) wake on each update.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 
 import attrs
 import trio
 
+from gregor.broker.control_requests import partition_states
 from gregor.protocol.apis.metadata import MetadataResponseBroker, MetadataResponsePartition
 from gregor.protocol.apis.update_metadata import (
-    UpdateMetadataPartitionState,
     UpdateMetadataRequest,
 )
 from gregor.protocol.errors import ErrorCode
@@ -94,7 +94,7 @@ class MetadataCache:
                 topic_ids.pop(topic_state.topic_name, None)
         partitions = {topic: dict(parts) for topic, parts in old.partitions.items()}
         deleted: list[tuple[str, int]] = []
-        for topic, state in _partition_states(request):
+        for topic, state in partition_states(request):
             index = state.partition_index
             if state.leader == LEADER_DURING_DELETE:
                 parts = partitions.get(topic)
@@ -229,14 +229,3 @@ class MetadataCache:
                 )
             )
         return out
-
-
-def _partition_states(
-    request: UpdateMetadataRequest,
-) -> Iterable[tuple[str, UpdateMetadataPartitionState]]:
-    """(topic, partition state) of every partition, whatever the request's version."""
-    for state in request.ungrouped_partition_states:
-        yield state.topic_name, state
-    for topic_state in request.topic_states:
-        for state in topic_state.partition_states:
-            yield topic_state.topic_name, state

@@ -21,23 +21,24 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+from gregor.broker.control_requests import (
+    Key,
+    leader_and_isr_response,
+    partition_states,
+    stop_replica_response,
+    stop_replica_states,
+)
 from gregor.broker.fetcher import FetcherManager
 from gregor.broker.partition import Partition, ReadResult, now_ms
 from gregor.broker.purgatory import Purgatory
 from gregor.broker.topic_names import INTERNAL_TOPICS
 from gregor.broker.zk import LeaderAndIsr, TopicPartition
 from gregor.protocol.apis.leader_and_isr import (
-    LeaderAndIsrPartitionError,
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
-    LeaderAndIsrTopicError,
 )
-from gregor.protocol.apis.stop_replica import (
-    StopReplicaPartitionError,
-    StopReplicaRequest,
-    StopReplicaResponse,
-)
+from gregor.protocol.apis.stop_replica import StopReplicaRequest, StopReplicaResponse
 from gregor.protocol.apis.update_metadata import UpdateMetadataRequest
 from gregor.protocol.errors import (
     ErrorCode,
@@ -55,7 +56,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Key = tuple[str, int]
 # ISR changes are told to the controller in batches: once no change came for this long, or
 # at the latest this long after the first pending one (Kafka: 5 s and 60 s; a cluster this
 # size wants its metadata fresher).
@@ -251,7 +251,7 @@ class ReplicaManager:
         errors: dict[Key, int] = {}
         to_lead: list[tuple[Partition, LeaderAndIsrPartitionState]] = []
         to_follow: list[tuple[Partition, LeaderAndIsrPartitionState]] = []
-        for topic, state in _leader_and_isr_states(request):
+        for topic, state in partition_states(request):
             key = (topic, state.partition_index)
             partition = self.partitions.get(key)
             if partition is None:
@@ -287,7 +287,7 @@ class ReplicaManager:
             [p for p, _ in to_lead if errors[p.key] == ErrorCode.NONE],
             [p for p, _ in to_follow if errors[p.key] == ErrorCode.NONE],
         )
-        return _leader_and_isr_response(request, version, errors, topic_ids)
+        return leader_and_isr_response(version, errors, topic_ids)
 
     def _tell_leadership(self, led: Sequence[Partition], resigned: Sequence[Partition]) -> None:
         if not (led or resigned):
@@ -341,10 +341,10 @@ class ReplicaManager:
         if request.controller_epoch < self.controller_epoch:
             return StopReplicaResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH)
         self.controller_epoch = request.controller_epoch
-        errors: list[StopReplicaPartitionError] = []
+        errors: dict[Key, int] = {}
         doomed: list[Key] = []
         stopped: list[Key] = []
-        for topic, index, leader_epoch, delete in _stop_replica_states(request):
+        for topic, index, leader_epoch, delete in stop_replica_states(request):
             key = (topic, index)
             partition = self.partitions.get(key)
             code = ErrorCode.NONE
@@ -354,7 +354,7 @@ class ReplicaManager:
                 stopped.append(key)
                 if delete:
                     doomed.append(key)
-            errors.append(StopReplicaPartitionError(topic, index, code))
+            errors[key] = code
         self.fetchers.remove(stopped)
         resigned = []
         for key in stopped:
@@ -369,10 +369,8 @@ class ReplicaManager:
             try:
                 self.broker.log_manager.delete_log(topic, index)
             except KafkaError as exc:
-                for entry in errors:
-                    if (entry.topic_name, entry.partition_index) == (topic, index):
-                        entry.error_code = exc.code
-        return StopReplicaResponse(partition_errors=errors)
+                errors[(topic, index)] = exc.code
+        return stop_replica_response(errors.items())
 
     # -- produce -----------------------------------------------------------------------------
 
@@ -714,54 +712,3 @@ def _produce_result(info: AppendInfo) -> ProduceResult:
         log_append_time=info.log_append_time,
         log_start_offset=info.log_start_offset,
     )
-
-
-def _leader_and_isr_states(
-    request: LeaderAndIsrRequest,
-) -> Iterable[tuple[str, LeaderAndIsrPartitionState]]:
-    for state in request.ungrouped_partition_states:
-        yield state.topic_name, state
-    for topic in request.topic_states:
-        for state in topic.partition_states:
-            yield topic.topic_name, state
-
-
-def _leader_and_isr_response(
-    request: LeaderAndIsrRequest,
-    version: int,
-    errors: Mapping[Key, int],
-    topic_ids: Mapping[str, uuid.UUID],
-) -> LeaderAndIsrResponse:
-    if version < 5:
-        return LeaderAndIsrResponse(
-            partition_errors=[
-                LeaderAndIsrPartitionError(topic, index, code)
-                for (topic, index), code in errors.items()
-            ]
-        )
-    by_topic: dict[str, list[LeaderAndIsrPartitionError]] = {}
-    for (topic, index), code in errors.items():
-        by_topic.setdefault(topic, []).append(LeaderAndIsrPartitionError(topic, index, code))
-    return LeaderAndIsrResponse(
-        topics=[
-            LeaderAndIsrTopicError(topic_id, by_topic.get(topic_name, []))
-            for topic_name, topic_id in topic_ids.items()
-        ]
-    )
-
-
-def _stop_replica_states(request: StopReplicaRequest) -> Iterable[tuple[str, int, int, bool]]:
-    """(topic, partition, leader epoch, delete) whatever the request's version."""
-    for p in request.ungrouped_partitions:
-        yield p.topic_name, p.partition_index, -1, request.delete_partitions
-    for topic in request.topics:
-        for index in topic.partition_indexes:
-            yield topic.name, index, -1, request.delete_partitions
-    for topic_state in request.topic_states:
-        for state in topic_state.partition_states:
-            yield (
-                topic_state.topic_name,
-                state.partition_index,
-                state.leader_epoch,
-                (state.delete_partition),
-            )
