@@ -8,72 +8,59 @@ from typing import Any
 
 import pytest
 
-from gregor.broker.control_requests import (
-    leader_and_isr_response,
-    partition_states,
-    stop_replica_response,
-    stop_replica_states,
-)
-from gregor.protocol.apis.leader_and_isr import (
-    LeaderAndIsrPartitionState,
-    LeaderAndIsrRequest,
-    LeaderAndIsrResponse,
-    LeaderAndIsrTopicState,
-)
-from gregor.protocol.apis.stop_replica import (
-    StopReplicaPartitionState,
-    StopReplicaPartitionV0,
-    StopReplicaRequest,
-    StopReplicaResponse,
-    StopReplicaTopicState,
-    StopReplicaTopicV1,
-)
-from gregor.protocol.framing import (
-    decode_request,
-    decode_response,
-    encode_request,
-    encode_response,
-)
+from gregor.broker import control_requests as control
+from gregor.protocol import framing
+from gregor.protocol.apis import leader_and_isr as lai
+from gregor.protocol.apis import stop_replica as sr
 from gregor.protocol.schema import Request, Response
 
 ORDERS = uuid.UUID(int=7)
 
 
 def through_the_wire(request: Request, version: int) -> Any:
-    _, decoded = decode_request(encode_request(request, version, 1, "controller")[4:])
-    return decoded
-
-
-def answer_through_the_wire(response: Response, version: int) -> Any:
-    _, decoded = decode_response(
-        encode_response(response, version, 1)[4:], response.api_key, version
+    _, decoded = framing.decode_request(
+        framing.encode_request(request, version, 1, "controller")[4:]
     )
     return decoded
 
 
-def state(topic: str, partition: int) -> LeaderAndIsrPartitionState:
-    return LeaderAndIsrPartitionState(topic, partition, 1, 2, 3, [2, 1], 0, [2, 1])
+def answer_through_the_wire(response: Response, version: int) -> Any:
+    _, decoded = framing.decode_response(
+        framing.encode_response(response, version, 1)[4:], response.api_key, version
+    )
+    return decoded
+
+
+def state(topic: str, partition: int) -> lai.LeaderAndIsrPartitionState:
+    return lai.LeaderAndIsrPartitionState(topic, partition, 1, 2, 3, [2, 1], 0, [2, 1])
 
 
 @pytest.mark.parametrize("version", [0, 1, 2, 4, 5, 7])
 def test_leader_and_isr_at_every_version(version: int) -> None:
     named = [("orders", 0), ("orders", 1), ("audit", 0)]
     if version < 2:
-        request = LeaderAndIsrRequest(ungrouped_partition_states=[state(t, p) for t, p in named])
+        request = lai.LeaderAndIsrRequest(
+            ungrouped_partition_states=[state(t, p) for t, p in named]
+        )
     else:
-        request = LeaderAndIsrRequest(
+        request = lai.LeaderAndIsrRequest(
             topic_states=[
-                LeaderAndIsrTopicState("orders", ORDERS, [state("", 0), state("", 1)]),
-                LeaderAndIsrTopicState("audit", uuid.UUID(int=9), [state("", 0)]),
+                lai.LeaderAndIsrTopicState("orders", ORDERS, [state("", 0), state("", 1)]),
+                lai.LeaderAndIsrTopicState("audit", uuid.UUID(int=9), [state("", 0)]),
             ]
         )
     decoded = through_the_wire(request, version)
-    seen = [(topic, s.partition_index, s.leader, s.isr) for topic, s in partition_states(decoded)]
+    seen = [
+        (topic, s.partition_index, s.leader, s.isr)
+        for topic, s in control.partition_states(decoded)
+    ]
     assert seen == [(t, p, 2, [2, 1]) for t, p in named]
     errors = {("orders", 0): 0, ("orders", 1): 75, ("audit", 0): 0}
     ids = {t.topic_name: t.topic_id for t in decoded.topic_states}
-    response = answer_through_the_wire(leader_and_isr_response(version, errors, ids), version)
-    assert isinstance(response, LeaderAndIsrResponse)
+    response = answer_through_the_wire(
+        control.leader_and_isr_response(version, errors, ids), version
+    )
+    assert isinstance(response, lai.LeaderAndIsrResponse)
     if version < 5:
         flat = [(e.topic_name, e.partition_index, e.error_code) for e in response.partition_errors]
         assert flat == [("orders", 0, 0), ("orders", 1, 75), ("audit", 0, 0)]
@@ -88,33 +75,36 @@ def test_leader_and_isr_at_every_version(version: int) -> None:
 @pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
 def test_stop_replica_at_every_version(version: int) -> None:
     if version == 0:
-        request = StopReplicaRequest(
+        request = sr.StopReplicaRequest(
             delete_partitions=True,
-            ungrouped_partitions=[StopReplicaPartitionV0("orders", p) for p in (0, 1)],
+            ungrouped_partitions=[sr.StopReplicaPartitionV0("orders", p) for p in (0, 1)],
         )
     elif version < 3:
-        request = StopReplicaRequest(
-            delete_partitions=True, topics=[StopReplicaTopicV1("orders", [0, 1])]
+        request = sr.StopReplicaRequest(
+            delete_partitions=True, topics=[sr.StopReplicaTopicV1("orders", [0, 1])]
         )
     else:
-        request = StopReplicaRequest(
+        request = sr.StopReplicaRequest(
             topic_states=[
-                StopReplicaTopicState(
+                sr.StopReplicaTopicState(
                     "orders",
-                    [StopReplicaPartitionState(0, 4, True), StopReplicaPartitionState(1, 4, True)],
+                    [
+                        sr.StopReplicaPartitionState(0, 4, True),
+                        sr.StopReplicaPartitionState(1, 4, True),
+                    ],
                 )
             ]
         )
     decoded = through_the_wire(request, version)
     epoch = 4 if version >= 3 else -1  # no leader epoch before v3
-    assert list(stop_replica_states(decoded)) == [
+    assert list(control.stop_replica_states(decoded)) == [
         ("orders", 0, epoch, True),
         ("orders", 1, epoch, True),
     ]
     response = answer_through_the_wire(
-        stop_replica_response([(("orders", 0), 0), (("orders", 1), 52)]), version
+        control.stop_replica_response([(("orders", 0), 0), (("orders", 1), 52)]), version
     )
-    assert isinstance(response, StopReplicaResponse)
+    assert isinstance(response, sr.StopReplicaResponse)
     assert [(e.topic_name, e.partition_index, e.error_code) for e in response.partition_errors] == [
         ("orders", 0, 0),
         ("orders", 1, 52),
