@@ -1,20 +1,56 @@
-"""The append fast path (one stamped batch, one pwrite) against the checking path.
+"""The append fast path (one stamped batch, one pwritev) against the checking path.
 
 Two logs take the same appends, one through `append_as_leader` (fast wherever it applies) and
 one through the checking path alone; their results and every byte of their files must agree.
+Each test runs with the C twin of `LogSegment.append_produced` (when it was built) and with
+the reference.
 """
 
 from __future__ import annotations
 
+import errno
+import os
 import random
 from pathlib import Path
 
 import pytest
 from storage_testing import FakeClock, LogOpener, make_batch
 
-from gregor.protocol.errors import CorruptRecordError, MessageTooLargeError
+from gregor.protocol.errors import CorruptRecordError, KafkaStorageError, MessageTooLargeError
 from gregor.protocol.records import STAMPED_PREFIX, stamp_produced_batch
-from gregor.storage import AppendInfo, AppendOrigin, Log
+from gregor.storage import AppendInfo, AppendOrigin, Log, fast_append
+from gregor.storage import log as log_module
+from gregor.storage.fast_append import AppendProduced
+from gregor.storage.files import FileHandle
+from gregor.storage.segment import LogSegment
+
+IMPLEMENTATIONS: list[AppendProduced] = [LogSegment.append_produced]
+if fast_append.append_produced is not LogSegment.append_produced:
+    IMPLEMENTATIONS.append(fast_append.append_produced)
+
+
+@pytest.fixture(autouse=True, params=IMPLEMENTATIONS, ids=["py", "c"][: len(IMPLEMENTATIONS)])
+def implementation(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> AppendProduced:
+    """The log's fast path through each implementation in turn."""
+    function: AppendProduced = request.param
+    monkeypatch.setattr(log_module, "_append_produced", function)
+    return function
+
+
+def test_the_extension_is_used_when_built() -> None:
+    native = fast_append._native()
+    is_c = fast_append.append_produced is not LogSegment.append_produced
+    assert is_c == (native is not None)
+    if os.environ.get("GREGOR_NO_EXTENSIONS"):
+        assert native is None
+
+
+def stamp_and_join(batch: bytes, offset: int, epoch: int) -> bytes:
+    stamped = stamp_produced_batch(batch, offset, epoch, 1 << 20)
+    assert stamped is not None
+    return stamped[0] + batch[STAMPED_PREFIX:]
 
 
 def checked_append(log: Log, records: bytes, epoch: int) -> AppendInfo:
@@ -103,8 +139,56 @@ def test_stamped_batch_is_what_the_segment_holds(open_test_log: LogOpener) -> No
     batch = make_batch([b"a", b"b"])
     log.append_as_leader(batch, 2)
     info = log.append_as_leader(batch, 2)
-    stamped = stamp_produced_batch(batch, 2, 2, 1 << 20)
-    assert stamped is not None
     data = log.active_segment.log_path.read_bytes()
-    assert data[len(batch) :] == stamped[0] + batch[STAMPED_PREFIX:]
+    assert data[len(batch) :] == stamp_and_join(batch, 2, 2)
     assert (info.first_offset, info.valid_bytes) == (2, len(batch))
+
+
+def test_write_errors_are_oserrors_with_errno_and_take_the_log_offline(
+    open_test_log: LogOpener, implementation: AppendProduced
+) -> None:
+    log = open_test_log()
+    batch = make_batch([b"a"])
+    log.append_as_leader(batch, 0)
+    segment = log.active_segment
+    segment._log = FileHandle(segment.log_path, os.O_RDONLY)  # a descriptor writes fail on
+    with pytest.raises(OSError) as raised:
+        implementation(segment, batch, 1, 0, 1 << 20, 0)
+    assert raised.value.errno == errno.EBADF
+    with pytest.raises(KafkaStorageError, match=r"append of .* failed: \[Errno 9\]"):
+        log.append_as_leader(batch, 0)
+    assert log.offline and segment.size == len(batch)
+    assert segment.log_path.read_bytes() == stamp_and_join(batch, 0, 0)
+
+
+def test_both_implementations_return_and_write_the_same(
+    open_test_log: LogOpener, tmp_path: Path
+) -> None:
+    if len(IMPLEMENTATIONS) == 1:
+        pytest.skip("the C extension was not built")
+    logs = [open_test_log(tmp_path / f"{i}-0", index_interval_bytes=300) for i in range(2)]
+    rng = random.Random(11)
+    for i in range(60):
+        batch = make_batch(
+            [rng.randbytes(rng.randrange(0, 300)) for _ in range(rng.randrange(1, 4))],
+            timestamp=1_000 + rng.randrange(-20, 40) * i,
+        )
+        results = []
+        for log, function in zip(logs, IMPLEMENTATIONS, strict=True):
+            segment = log.active_segment
+            if i == 0:
+                results.append(log.append_as_leader(batch, 3))
+                continue
+            offset = log.log_end_offset
+            results.append(function(segment, batch, offset, 3, 1 << 20, 0))
+            if results[-1] is not None:
+                log._leo = offset + results[-1].records_count
+        assert results[0] == results[1]
+        assert type(results[0]) is type(results[1])
+        fields = ("_size", "_bytes_since_index", "_max_timestamp", "_fast_size_limit")
+        a, b = (log.active_segment for log in logs)
+        assert [getattr(a, f) for f in fields] == [getattr(b, f) for f in fields]
+        assert a.offset_index.entries == b.offset_index.entries
+    for log in logs:
+        log.close()
+    assert log_files(logs[0]) == log_files(logs[1])

@@ -27,7 +27,8 @@ from typing import ClassVar, Final
 
 from gregor.storage.files import FileHandle, fsync_path
 
-_OFFSET_ENTRY: Final = struct.Struct(">ii")
+OFFSET_ENTRY: Final = struct.Struct(">ii")  # relative offset, position
+_OFFSET_ENTRY: Final = OFFSET_ENTRY
 SMALL_INDEX_BYTES: Final = 64 * 1024
 _TIME_ENTRY: Final = struct.Struct(">qi")
 
@@ -52,7 +53,9 @@ class _MappedIndex:
         self.max_index_size = max_index_size
         self.writable = writable
         self._handle: FileHandle | None = None
-        self._mmap: mmap.mmap | None = None
+        # The mapping of the file (None when empty, or small and read instead): public for the
+        # append fast path, which writes offset index entries into it from C.
+        self.mapping: mmap.mmap | None = None
         self._data: bytes | None = None  # a small read-only index, read instead of mapped
         self._length = 0
         self.max_entries = 0
@@ -87,20 +90,20 @@ class _MappedIndex:
         self.max_entries = self._length // self.entry_size
         self._data = None
         if self._length == 0:
-            self._mmap = None
+            self.mapping = None
         elif writable:
-            self._mmap = mmap.mmap(fd, self._length)
+            self.mapping = mmap.mmap(fd, self._length)
         elif self._length <= SMALL_INDEX_BYTES:
             # CPython's mmap keeps a duplicate descriptor open; a small index is cheaper read.
-            self._mmap = None
+            self.mapping = None
             self._data = _read_all(fd, self._length)
         else:
-            self._mmap = mmap.mmap(fd, self._length, access=mmap.ACCESS_READ)
+            self.mapping = mmap.mmap(fd, self._length, access=mmap.ACCESS_READ)
 
     def _count_entries(self) -> int:
         size = self.entry_size
         total = self._length // size
-        buf = self._mmap if self._mmap is not None else self._data
+        buf = self.mapping if self.mapping is not None else self._data
         if buf is None or total == 0:
             return 0
         zero = bytes(size)
@@ -128,9 +131,9 @@ class _MappedIndex:
         rounded = max(new_size // self.entry_size * self.entry_size, 0)
         if rounded == self._length:
             return
-        if self._mmap is not None:
-            self._mmap.close()
-            self._mmap = None
+        if self.mapping is not None:
+            self.mapping.close()
+            self.mapping = None
         self._handle.truncate(rounded)
         self._length = rounded
         self._map(self._handle.fileno(), writable=True)
@@ -146,9 +149,9 @@ class _MappedIndex:
             return
         self.trim()  # no msync here: this runs on the event loop; the log's flush syncs it
         self.writable = False
-        if self._mmap is not None:
-            self._mmap.close()
-            self._mmap = None
+        if self.mapping is not None:
+            self.mapping.close()
+            self.mapping = None
         handle, self._handle = self._handle, None
         if handle is not None:
             # Dropped, not closed: the flush thread may be syncing through it right now.
@@ -158,9 +161,9 @@ class _MappedIndex:
         """Map the index read-write and grow it to the max size (segment became active again)."""
         if self.writable:
             return
-        if self._mmap is not None:
-            self._mmap.close()
-            self._mmap = None
+        if self.mapping is not None:
+            self.mapping.close()
+            self.mapping = None
         self.writable = True
         self._handle = FileHandle(self.path)
         self._length = self._handle.size()
@@ -178,16 +181,16 @@ class _MappedIndex:
     def close(self) -> None:
         if self.writable:
             self.trim()
-        if self._mmap is not None:
-            self._mmap.close()
-            self._mmap = None
+        if self.mapping is not None:
+            self.mapping.close()
+            self.mapping = None
         handle, self._handle = self._handle, None
         if handle is not None:
             handle.close()
 
     def release(self) -> None:
         """Drop the mapping and descriptor without trimming (the files are being deleted)."""
-        self._mmap = None
+        self.mapping = None
         self._handle = None
 
     def rename(self, path: Path) -> None:
@@ -221,9 +224,9 @@ class _MappedIndex:
 
     def _set_entries(self, keep: int) -> None:
         """Keep the first `keep` entries; zero the rest so a reopen does not count them."""
-        if keep < self.entries and self.writable and self._mmap is not None:
+        if keep < self.entries and self.writable and self.mapping is not None:
             start = keep * self.entry_size
-            self._mmap[start : self.entries * self.entry_size] = bytes(
+            self.mapping[start : self.entries * self.entry_size] = bytes(
                 (self.entries - keep) * self.entry_size
             )
         self.entries = keep
@@ -248,7 +251,7 @@ class _MappedIndex:
         return low
 
     def _buffer(self) -> mmap.mmap | bytes:
-        buf = self._mmap if self._mmap is not None else self._data
+        buf = self.mapping if self.mapping is not None else self._data
         if buf is None:
             raise CorruptIndexError(f"{self.path} has no room for entries")
         return buf
@@ -287,14 +290,6 @@ class OffsetIndex(_MappedIndex):
             raise CorruptIndexError(f"{self.path} is full")
         _OFFSET_ENTRY.pack_into(buf, n * 8, relative, position)
         self.entries = n + 1
-
-    def append_in_order(self, offset: int, position: int) -> bool:
-        """`append` for a caller that knows the entry is in order, fits 32 bits and has
-        room (a segment's append fast path). Returns whether room is left after it."""
-        n = self.entries
-        _OFFSET_ENTRY.pack_into(self._buffer(), n * 8, offset - self.base_offset, position)
-        self.entries = n = n + 1
-        return n < self.max_entries
 
     def _slot_at_or_below(self, offset: int) -> int:
         """The last entry with offset <= `offset`, or -1."""

@@ -32,14 +32,12 @@ from gregor.protocol.errors import (
 )
 from gregor.protocol.records import (
     BATCH_HEADER_SIZE,
-    STAMPED_PREFIX,
     BatchHeader,
     RecordBatch,
     patch_base_offset,
     patch_leader_epoch,
     patch_log_append_time,
     read_batch_header,
-    stamp_produced_batch,
     verify_crc,
 )
 from gregor.storage.batches import scan_headers
@@ -47,6 +45,7 @@ from gregor.storage.checkpoints import write_partition_metadata
 from gregor.storage.config import LONG_MAX, LogConfig
 from gregor.storage.deletion import DeletionQueue
 from gregor.storage.epoch_cache import LeaderEpochCache
+from gregor.storage.fast_append import append_produced as _append_produced
 from gregor.storage.files import EMPTY_SLICE, FileSlice, fsync_path
 from gregor.storage.names import DELETED_SUFFIX, SWAP_SUFFIX, parse_partition_dir
 from gregor.storage.producer_state import (
@@ -83,7 +82,6 @@ def wall_clock_ms() -> int:
 
 _CONTROL_OR_TRANSACTIONAL = 0x30  # batch attribute bits: checked together on the hot path
 _CLIENT = AppendOrigin.CLIENT
-_new_tuple = tuple.__new__
 
 
 class UnexpectedAppendOffsetError(UnknownServerError):
@@ -254,50 +252,35 @@ class Log:
             try:
                 # The fast path: one batch of a producer without a producer id, for a log
                 # with nothing to check in records or timestamps, into an active segment
-                # that needs no roll. One C call checks the batch (sizes, magic, CRC) and
-                # stamps its first 16 bytes with the offset and epoch; the segment writes
-                # them and the rest of the caller's bytes (no copy) with one pwritev.
-                # Anything else (None or False) takes the checking path below.
+                # that needs no roll. One C call checks the batch (sizes, magic, CRC),
+                # stamps its first 16 bytes with the offset and epoch, writes them and the
+                # rest of the caller's bytes (no copy) with one pwritev and indexes it.
+                # Anything else (None) takes the checking path below.
                 offset = self._leo
-                stamped = stamp_produced_batch(
-                    records, offset, leader_epoch, config.fast_append_max_bytes
-                )
                 segment = self.segments.last
-                if stamped is not None and stamped[4] < 0 and segment is not None:
-                    prefix, delta, _first_ts, max_ts, _pid, _producer_epoch, _sequence = stamped
-                    last = offset + delta
-                    if max_ts < NO_TIMESTAMP:
-                        max_ts = NO_TIMESTAMP
-                    size = len(records)
-                    body = memoryview(records)[STAMPED_PREFIX:]
-                    if not self.offline and segment.append_stamped(
-                        prefix, body, size, last, max_ts
+                info = (
+                    None
+                    if segment is None or self.offline
+                    else _append_produced(
+                        segment,
+                        records,
+                        offset,
+                        leader_epoch,
+                        config.fast_append_max_bytes,
+                        self._log_start_offset,
+                    )
+                )
+                if info is not None:
+                    self._leo = end = offset + info.records_count
+                    self.producer_state.map_end_offset = end
+                    if leader_epoch >= 0 and (
+                        leader_epoch != self._noted_epoch
+                        or self.epoch_cache.version != self._noted_version
                     ):
-                        self._leo = end = last + 1
-                        self.producer_state.map_end_offset = end
-                        if leader_epoch >= 0 and (
-                            leader_epoch != self._noted_epoch
-                            or self.epoch_cache.version != self._noted_version
-                        ):
-                            self._note_epoch(leader_epoch, offset)
-                        if end - self.recovery_point >= config.flush_messages:
-                            self._request_flush()
-                        # tuple.__new__ skips the named tuple's Python-level __new__.
-                        return _new_tuple(
-                            AppendInfo,
-                            (
-                                offset,
-                                last,
-                                max_ts,
-                                last if max_ts != NO_TIMESTAMP else -1,
-                                NO_TIMESTAMP,
-                                self._log_start_offset,
-                                size,
-                                delta + 1,
-                                leader_epoch if leader_epoch >= 0 else None,
-                                False,
-                            ),
-                        )
+                        self._note_epoch(leader_epoch, offset)
+                    if end - self.recovery_point >= config.flush_messages:
+                        self._request_flush()
+                    return info
             except OSError as exc:
                 raise self._storage_error("append", exc) from exc
             finally:

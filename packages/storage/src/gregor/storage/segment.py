@@ -25,10 +25,17 @@ from pathlib import Path
 from typing import TypeVar
 
 from gregor.protocol.errors import CorruptRecordError, InvalidRecordError
-from gregor.protocol.records import BatchHeader, RecordBatch, verify_crc
+from gregor.protocol.records import (
+    STAMPED_PREFIX,
+    BatchHeader,
+    RecordBatch,
+    stamp_produced_batch,
+    verify_crc,
+)
 from gregor.storage.batches import read_batches, scan_headers
 from gregor.storage.config import LogConfig
 from gregor.storage.files import EMPTY_SLICE, FileHandle, FileSlice, fsync_path
+from gregor.storage.index import OFFSET_ENTRY as _OFFSET_ENTRY
 from gregor.storage.index import OffsetIndex, TimeIndex
 from gregor.storage.names import (
     INDEX_SUFFIX,
@@ -37,11 +44,11 @@ from gregor.storage.names import (
     TXN_INDEX_SUFFIX,
     segment_file,
 )
+from gregor.storage.results import NO_TIMESTAMP, AppendInfo
 from gregor.storage.txn_index import AbortedTxn, TransactionIndex
 
 log = logging.getLogger(__name__)
 
-_pwritev = os.pwritev  # one lookup fewer on the append fast path
 
 BatchCallback = Callable[[BatchHeader, memoryview], None]
 IndexT = TypeVar("IndexT", OffsetIndex, TimeIndex)
@@ -351,35 +358,62 @@ class LogSegment:
         self._fast_time_indexed = times.last_entry()[0]
         self._fast_size_limit = self.config.segment_bytes
 
-    def append_stamped(
-        self, prefix: bytes, body: memoryview, size: int, last_offset: int, max_timestamp: int
-    ) -> bool:
-        """`append` of one batch of `size` bytes, `prefix` (its stamped first bytes) then
-        `body`, without `should_roll`: valid while the last full `append` armed it and the
-        batch stays within its bounds. Returns False, having written nothing, when the full
-        path must take the batch.
+    def append_produced(
+        self,
+        records: bytes | bytearray | memoryview,
+        base_offset: int,
+        leader_epoch: int,
+        max_size: int,
+        log_start_offset: int,
+    ) -> AppendInfo | None:
+        """`append` of one produced batch without `should_roll`, valid while the last full
+        `append` armed it: when `records` is one batch of a producer without a producer id
+        (`stamp_produced_batch`'s rules, at most `max_size` bytes) and it stays within the
+        armed bounds, write it with `base_offset` and `leader_epoch` stamped (one pwritev,
+        no copy), index it, and return the log's AppendInfo. None, having written nothing,
+        when the full path must take the batch. OSError (errno set) when the write fails.
 
-        `max_timestamp` is the batch's (-1 when it has none); the offset of the max
-        timestamp is then `last_offset`.
+        This is the reference; `fast_append.append_produced` is its C twin where built.
         """
+        size_limit = self._fast_size_limit
+        if size_limit < 0:  # disarmed: the files may be gone
+            return None
+        stamped = stamp_produced_batch(records, base_offset, leader_epoch, max_size)
+        if stamped is None or stamped[4] >= 0:
+            return None
+        prefix, delta, _first_ts, max_timestamp, _pid, _producer_epoch, _sequence = stamped
+        last_offset = base_offset + delta
+        if max_timestamp < NO_TIMESTAMP:
+            max_timestamp = NO_TIMESTAMP
         position = self._size
+        size = len(records)
         if (
-            position + size > self._fast_size_limit
+            position + size > size_limit
             or last_offset > self._fast_offset_limit
             or max_timestamp > self._fast_timestamp_limit
         ):
-            return False
-        handle: FileHandle = self._log  # type: ignore[assignment]  # armed only while open
-        written = _pwritev(handle.fd, (prefix, body), position)
-        if written < size:  # a short write, rare: finish it
-            handle.pwrite((prefix + body)[written:], position + written)
+            return None
+        since = self._bytes_since_index
+        offsets: OffsetIndex = self._offset_index  # type: ignore[assignment]  # armed: open
+        index_due = since > self._fast_index_interval
+        slot = offsets.entries
+        mapping = offsets.mapping
+        if index_due and (mapping is None or (slot + 1) * 8 > len(mapping)):
+            raise ValueError(f"offset index slot {slot} is out of range")
+        body = memoryview(records)[STAMPED_PREFIX:]
+        fd = self._log.fd  # type: ignore[union-attr]  # armed only while open
+        written = os.pwritev(fd, (prefix, body), position)
+        while written < size:  # a short write, rare: finish it
+            written += os.pwrite(fd, (prefix + body)[written:], position + written)
+        if mapping is not None and index_due:
+            _OFFSET_ENTRY.pack_into(mapping, slot * 8, last_offset - self.base_offset, position)
         self._size = position + size
         entry = self._max_timestamp
         if entry is None or max_timestamp > entry[0]:
             entry = self._max_timestamp = (max_timestamp, last_offset)
-        since = self._bytes_since_index
-        if since > self._fast_index_interval:
-            room = self._offset_index.append_in_order(last_offset, position)  # type: ignore[union-attr]
+        if index_due:
+            offsets.entries = slot + 1
+            room = slot + 1 < offsets.max_entries
             if entry[0] > self._fast_time_indexed:
                 self._fast_time_indexed = entry[0]
                 room = self._time_index.append_in_order(*entry) and room  # type: ignore[union-attr]
@@ -387,7 +421,18 @@ class LogSegment:
                 self._fast_size_limit = -1  # the next append rolls
             since = 0
         self._bytes_since_index = since + size
-        return True
+        return AppendInfo(
+            base_offset,
+            last_offset,
+            max_timestamp,
+            last_offset if max_timestamp != NO_TIMESTAMP else -1,
+            NO_TIMESTAMP,
+            log_start_offset,
+            size,
+            delta + 1,
+            leader_epoch if leader_epoch >= 0 else None,
+            False,
+        )
 
     def append_aborted_txn(self, txn: AbortedTxn) -> None:
         self.txn_index.append(txn)

@@ -1,0 +1,371 @@
+/*
+ * The append fast path of gregor.storage, in C: the twin of LogSegment.append_produced
+ * (segment.py), which is the reference and says what it does; fast_append.py picks this
+ * one when it was built. The tests run both on the same appends.
+ *
+ *   bind(result_type) -> append_produced(segment, records, base_offset, leader_epoch,
+ *                                         max_size, log_start_offset)
+ *       -> result_type(...) (the log's AppendInfo), or None, having written nothing
+ *
+ * It reads and updates the segment's fast-path attributes as the reference does, in the
+ * same order. The batch check and CRC-32C are gregor-protocol's, reached through the
+ * capsule its extension exports (_produced_batch.h): this module does not import without
+ * it.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <errno.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "_produced_batch.h"
+
+#define INDEX_ENTRY 8 /* 4-byte relative offset, 4-byte position */
+#define RESULT_FIELDS 10
+
+static const gregor_produced_batch_api *api;
+
+/* The attribute names, interned once. */
+enum {
+    FAST_SIZE_LIMIT, SIZE, BYTES_SINCE_INDEX, FAST_INDEX_INTERVAL, OFFSET_INDEX, LOG, FD,
+    FAST_OFFSET_LIMIT, FAST_TIMESTAMP_LIMIT, BASE_OFFSET, MAX_TIMESTAMP, FAST_TIME_INDEXED,
+    TIME_INDEX, MAPPING, ENTRIES, MAX_ENTRIES, APPEND_IN_ORDER, NAMES
+};
+static const char *const name_text[NAMES] = {
+    "_fast_size_limit", "_size", "_bytes_since_index", "_fast_index_interval",
+    "_offset_index", "_log", "fd", "_fast_offset_limit", "_fast_timestamp_limit",
+    "base_offset", "_max_timestamp", "_fast_time_indexed", "_time_index", "mapping",
+    "entries", "max_entries", "append_in_order"};
+static PyObject *names[NAMES];
+
+/* Writes the stamped prefix then the rest of the batch at position, finishing short writes
+ * and retrying EINTR (after running signal handlers) as os.pwritev and FileHandle.pwrite
+ * do. Returns 0, or -1 with an exception set (OSError with errno for I/O errors). */
+static int
+write_batch(int fd, const unsigned char *prefix, const unsigned char *data, Py_ssize_t size,
+            long long position)
+{
+    Py_ssize_t done = 0;
+    while (done < size) {
+        struct iovec iov[2];
+        int count = 0;
+        if (done < GREGOR_STAMPED_PREFIX) {
+            iov[count].iov_base = (void *)(prefix + done);
+            iov[count++].iov_len = (size_t)(GREGOR_STAMPED_PREFIX - done);
+            iov[count].iov_base = (void *)(data + GREGOR_STAMPED_PREFIX);
+            iov[count++].iov_len = (size_t)(size - GREGOR_STAMPED_PREFIX);
+        }
+        else {
+            iov[count].iov_base = (void *)(data + done);
+            iov[count++].iov_len = (size_t)(size - done);
+        }
+        ssize_t n;
+        Py_BEGIN_ALLOW_THREADS
+        n = pwritev(fd, iov, count, (off_t)(position + done));
+        Py_END_ALLOW_THREADS
+        if (n < 0) {
+            if (errno == EINTR) {
+                if (PyErr_CheckSignals() < 0) {
+                    return -1;
+                }
+                continue;
+            }
+            PyErr_SetFromErrno(PyExc_OSError);
+            return -1;
+        }
+        done += n;
+    }
+    return 0;
+}
+
+static int
+get_int(PyObject *obj, int name, long long *out)
+{
+    PyObject *value = PyObject_GetAttr(obj, names[name]);
+    if (value == NULL) {
+        return -1;
+    }
+    *out = PyLong_AsLongLong(value);
+    Py_DECREF(value);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static int
+set_int(PyObject *obj, int name, long long value)
+{
+    PyObject *number = PyLong_FromLongLong(value);
+    if (number == NULL) {
+        return -1;
+    }
+    int status = PyObject_SetAttr(obj, names[name], number);
+    Py_DECREF(number);
+    return status;
+}
+
+/* The segment's bookkeeping after the write, as the reference does it. */
+static int
+account(PyObject *segment, PyObject *offsets, long long position, long long size,
+        long long since, int index_due, long long slot, long long last_offset,
+        long long max_timestamp)
+{
+    if (set_int(segment, SIZE, position + size) < 0) {
+        return -1;
+    }
+    PyObject *entry = PyObject_GetAttr(segment, names[MAX_TIMESTAMP]);
+    if (entry == NULL) {
+        return -1;
+    }
+    long long entry_timestamp = 0;
+    int grows = entry == Py_None;
+    if (!grows) {
+        PyObject *first = PyTuple_Check(entry) && PyTuple_GET_SIZE(entry) == 2
+                              ? PyTuple_GET_ITEM(entry, 0)
+                              : NULL;
+        if (first == NULL) {
+            PyErr_SetString(PyExc_TypeError, "_max_timestamp is not a (timestamp, offset) pair");
+            goto fail;
+        }
+        entry_timestamp = PyLong_AsLongLong(first);
+        if (entry_timestamp == -1 && PyErr_Occurred()) {
+            goto fail;
+        }
+        grows = max_timestamp > entry_timestamp;
+    }
+    if (grows) {
+        Py_DECREF(entry);
+        entry = Py_BuildValue("(LL)", max_timestamp, last_offset);
+        if (entry == NULL || PyObject_SetAttr(segment, names[MAX_TIMESTAMP], entry) < 0) {
+            goto fail;
+        }
+        entry_timestamp = max_timestamp;
+    }
+    if (index_due) {
+        long long max_entries, time_indexed;
+        if (set_int(offsets, ENTRIES, slot + 1) < 0 ||
+            get_int(offsets, MAX_ENTRIES, &max_entries) < 0 ||
+            get_int(segment, FAST_TIME_INDEXED, &time_indexed) < 0) {
+            goto fail;
+        }
+        int room = slot + 1 < max_entries;
+        if (entry_timestamp > time_indexed) {
+            if (set_int(segment, FAST_TIME_INDEXED, entry_timestamp) < 0) {
+                goto fail;
+            }
+            PyObject *times = PyObject_GetAttr(segment, names[TIME_INDEX]);
+            if (times == NULL) {
+                goto fail;
+            }
+            PyObject *ok = PyObject_CallMethodObjArgs(times, names[APPEND_IN_ORDER],
+                                                      PyTuple_GET_ITEM(entry, 0),
+                                                      PyTuple_GET_ITEM(entry, 1), NULL);
+            Py_DECREF(times);
+            int truth = ok == NULL ? -1 : PyObject_IsTrue(ok);
+            Py_XDECREF(ok);
+            if (truth < 0) {
+                goto fail;
+            }
+            room = truth && room;
+        }
+        if (!room && set_int(segment, FAST_SIZE_LIMIT, -1) < 0) { /* the next append rolls */
+            goto fail;
+        }
+        since = 0;
+    }
+    Py_DECREF(entry);
+    return set_int(segment, BYTES_SINCE_INDEX, since + size);
+fail:
+    Py_XDECREF(entry);
+    return -1;
+}
+
+/* result_type(first..records_count, leader epoch or None, False), without its __new__. */
+static PyObject *
+make_result(PyTypeObject *type, const long long values[8], long long leader_epoch)
+{
+    PyObject *result = type->tp_alloc(type, RESULT_FIELDS);
+    if (result == NULL) {
+        return NULL;
+    }
+    for (int i = 0; i < 8; i++) {
+        PyObject *value = PyLong_FromLongLong(values[i]);
+        if (value == NULL) {
+            Py_DECREF(result);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(result, i, value);
+    }
+    PyObject *epoch = leader_epoch >= 0 ? PyLong_FromLongLong(leader_epoch) : Py_NewRef(Py_None);
+    if (epoch == NULL) {
+        Py_DECREF(result);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(result, 8, epoch);
+    PyTuple_SET_ITEM(result, 9, Py_NewRef(Py_False));
+    return result;
+}
+
+static PyObject *
+append_produced(PyObject *result_type, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError,
+                        "append_produced(segment, records, base_offset, leader_epoch, "
+                        "max_size, log_start_offset)");
+        return NULL;
+    }
+    PyObject *segment = args[0];
+    long long base_offset = PyLong_AsLongLong(args[2]);
+    long long leader_epoch = PyLong_AsLongLong(args[3]);
+    long long max_size = PyLong_AsLongLong(args[4]);
+    long long log_start_offset = PyLong_AsLongLong(args[5]);
+    long long size_limit;
+    if (PyErr_Occurred() || get_int(segment, FAST_SIZE_LIMIT, &size_limit) < 0) {
+        return NULL;
+    }
+    if (size_limit < 0) { /* disarmed: the files may be gone */
+        Py_RETURN_NONE;
+    }
+    Py_buffer view, index;
+    if (PyObject_GetBuffer(args[1], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    index.obj = NULL;
+    PyObject *offsets = NULL, *mapping = NULL, *result = NULL;
+    gregor_produced_header h;
+    if (!api->check(view.buf, view.len, leader_epoch, max_size, &h) || h.producer_id >= 0) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    long long last_offset = base_offset + h.last_offset_delta;
+    long long max_timestamp = h.max_timestamp < -1 ? -1 : h.max_timestamp;
+    long long position, offset_limit, timestamp_limit, since, interval, slot, fd, base;
+    if (get_int(segment, SIZE, &position) < 0 ||
+        get_int(segment, FAST_OFFSET_LIMIT, &offset_limit) < 0 ||
+        get_int(segment, FAST_TIMESTAMP_LIMIT, &timestamp_limit) < 0) {
+        goto done;
+    }
+    if (position + view.len > size_limit || last_offset > offset_limit ||
+        max_timestamp > timestamp_limit) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    if (get_int(segment, BYTES_SINCE_INDEX, &since) < 0 ||
+        (offsets = PyObject_GetAttr(segment, names[OFFSET_INDEX])) == NULL ||
+        get_int(segment, FAST_INDEX_INTERVAL, &interval) < 0 ||
+        get_int(offsets, ENTRIES, &slot) < 0 ||
+        (mapping = PyObject_GetAttr(offsets, names[MAPPING])) == NULL) {
+        goto done;
+    }
+    int index_due = since > interval;
+    if (index_due) {
+        if (mapping == Py_None || PyObject_GetBuffer(mapping, &index, PyBUF_WRITABLE) < 0 ||
+            (slot + 1) * INDEX_ENTRY > index.len) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError, "offset index slot %lld is out of range", slot);
+            goto done;
+        }
+    }
+    /* The descriptor as it is now (-1 once closed: the write then fails with EBADF). */
+    PyObject *handle = PyObject_GetAttr(segment, names[LOG]);
+    if (handle == NULL) {
+        goto done;
+    }
+    int fd_status = get_int(handle, FD, &fd);
+    Py_DECREF(handle);
+    if (fd_status < 0 || get_int(segment, BASE_OFFSET, &base) < 0) {
+        goto done;
+    }
+    unsigned char prefix[GREGOR_STAMPED_PREFIX];
+    gregor_stamp_prefix(prefix, view.buf, base_offset, (int32_t)leader_epoch);
+    if (write_batch((int)fd, prefix, view.buf, view.len, position) < 0) {
+        goto done;
+    }
+    if (index_due) {
+        unsigned char *entry = (unsigned char *)index.buf + slot * INDEX_ENTRY;
+        gregor_write_be(entry, (uint64_t)(last_offset - base), 4);
+        gregor_write_be(entry + 4, (uint64_t)position, 4);
+    }
+    if (account(segment, offsets, position, view.len, since, index_due, slot, last_offset,
+                max_timestamp) < 0) {
+        goto done;
+    }
+    const long long values[8] = {base_offset,
+                                 last_offset,
+                                 max_timestamp,
+                                 max_timestamp != -1 ? last_offset : -1,
+                                 -1, /* no log append time */
+                                 log_start_offset,
+                                 view.len,
+                                 (long long)h.last_offset_delta + 1};
+    result = make_result((PyTypeObject *)result_type, values, leader_epoch);
+done:
+    if (index.obj != NULL) {
+        PyBuffer_Release(&index);
+    }
+    Py_XDECREF(mapping);
+    Py_XDECREF(offsets);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyMethodDef append_def = {
+    "append_produced", (PyCFunction)(void (*)(void))append_produced, METH_FASTCALL,
+    "append_produced(segment, records, base_offset, leader_epoch, max_size, log_start_offset)"
+    " -> result or None (see LogSegment.append_produced)"};
+
+static PyObject *
+bind(PyObject *module, PyObject *result_type)
+{
+    if (!PyType_Check(result_type) ||
+        !PyType_IsSubtype((PyTypeObject *)result_type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "bind(result_type): a tuple subclass");
+        return NULL;
+    }
+    return PyCFunction_NewEx(&append_def, result_type, NULL);
+}
+
+static PyMethodDef module_methods[] = {
+    {"bind", bind, METH_O, "bind(result_type) -> append_produced, returning result_type"},
+    {NULL, NULL, 0, NULL},
+};
+
+static int
+module_exec(PyObject *module)
+{
+    for (int i = 0; i < NAMES; i++) {
+        if (names[i] == NULL && (names[i] = PyUnicode_InternFromString(name_text[i])) == NULL) {
+            return -1;
+        }
+    }
+    api = PyCapsule_Import(GREGOR_PRODUCED_BATCH_CAPSULE, 0);
+    if (api == NULL) {
+        return -1;
+    }
+    if (api->version != GREGOR_PRODUCED_BATCH_API_VERSION) {
+        PyErr_Format(PyExc_ImportError, "gregor.protocol's batch API is version %d, not %d",
+                     api->version, GREGOR_PRODUCED_BATCH_API_VERSION);
+        return -1;
+    }
+    return 0;
+}
+
+static PyModuleDef_Slot module_slots[] = {
+    {Py_mod_exec, module_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "gregor.storage._fast_append",
+    .m_doc = "The append fast path of gregor.storage, in C (see LogSegment.append_produced).",
+    .m_size = 0,
+    .m_methods = module_methods,
+    .m_slots = module_slots,
+};
+
+PyMODINIT_FUNC
+PyInit__fast_append(void)
+{
+    return PyModuleDef_Init(&module_def);
+}
