@@ -57,30 +57,21 @@ def run_stub(port: int, partitions: int, high_watermark: int) -> None:
     fetches with made-up batches of 100-byte records up to `high_watermark`."""
     import trio
 
+    # The stub's answers are shared test support (tests/gregor_testing/stub_broker.py).
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from gregor.protocol.apis import ApiKey
-    from gregor.protocol.apis.api_versions import ApiVersion, ApiVersionsResponse
     from gregor.protocol.apis.fetch import (
         FetchableTopicResponse,
         FetchRequest,
         FetchResponse,
         PartitionData,
     )
-    from gregor.protocol.apis.metadata import (
-        MetadataRequest,
-        MetadataResponse,
-        MetadataResponseBroker,
-        MetadataResponsePartition,
-        MetadataResponseTopic,
-    )
-    from gregor.protocol.apis.produce import (
-        PartitionProduceResponse,
-        ProduceRequest,
-        ProduceResponse,
-        TopicProduceResponse,
-    )
+    from gregor.protocol.apis.metadata import MetadataRequest
+    from gregor.protocol.apis.produce import ProduceRequest
     from gregor.protocol.framing import FrameReader, decode_request, encode_response
     from gregor.protocol.records import BatchBuilder, patch_base_offset
     from gregor.protocol.schema import Request, Response
+    from gregor_testing.stub_broker import api_versions_answer, metadata_answer, produce_answer
 
     versions = {
         ApiKey.PRODUCE: (3, 9),
@@ -93,7 +84,11 @@ def run_stub(port: int, partitions: int, high_watermark: int) -> None:
     for _ in range(per_batch):
         builder.append(VALUE, timestamp=1_700_000_000_000)
     template = builder.build()
-    produced = [0] * partitions
+    produced: dict[int, int] = {}
+
+    def count(records: bytes | bytearray | memoryview) -> int:
+        # librdkafka sends one batch per partition: its header says how many records.
+        return int.from_bytes(records[57:61], "big") if records else 0
 
     # Fetches are answered from one buffer of batches whose base offsets are patched in
     # place for each request: the stub copies as little as a broker would.
@@ -115,18 +110,7 @@ def run_stub(port: int, partitions: int, high_watermark: int) -> None:
 
     def answer(body: Request, version: int) -> Response | None:
         if isinstance(body, ProduceRequest):
-            if body.acks == 0:
-                return None
-            topics = []
-            for topic in body.topic_data:
-                parts = []
-                for data in topic.partition_data:
-                    base = produced[data.index]
-                    records = bytes(data.records or b"")
-                    produced[data.index] += int.from_bytes(records[57:61], "big")  # the count
-                    parts.append(PartitionProduceResponse(index=data.index, base_offset=base))
-                topics.append(TopicProduceResponse(topic.name, parts))
-            return ProduceResponse(responses=topics)
+            return None if body.acks == 0 else produce_answer(body, produced, count)
         if isinstance(body, FetchRequest):
             return FetchResponse(
                 responses=[
@@ -147,23 +131,10 @@ def run_stub(port: int, partitions: int, high_watermark: int) -> None:
                 ]
             )
         if isinstance(body, MetadataRequest):
-            return MetadataResponse(
-                brokers=[MetadataResponseBroker(0, "127.0.0.1", port, None)],
-                cluster_id="stub",
-                controller_id=0,
-                topics=[
-                    MetadataResponseTopic(
-                        name=TOPIC,
-                        partitions=[
-                            MetadataResponsePartition(0, p, 0, 0, [0], [0])
-                            for p in range(partitions)
-                        ],
-                    )
-                ],
+            return metadata_answer(
+                body, node_id=0, port=port, topic=TOPIC, partitions=partitions, cluster_id="stub"
             )
-        return ApiVersionsResponse(
-            api_keys=[ApiVersion(k, lo, hi) for k, (lo, hi) in versions.items()]
-        )
+        return api_versions_answer(versions)
 
     async def serve(stream: trio.SocketStream) -> None:
         frames = FrameReader(1 << 30)
