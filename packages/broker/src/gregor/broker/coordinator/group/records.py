@@ -22,24 +22,8 @@ from gregor.broker.coordinator.group.group import GroupMetadata, TopicPartition
 from gregor.broker.coordinator.group.member import MemberMetadata
 from gregor.broker.coordinator.group.offsets import CommittedOffset, OffsetAndMetadata
 from gregor.broker.coordinator.group.state import GroupState
+from gregor.protocol import group_records as wire
 from gregor.protocol.errors import DecodeError, ProtocolError
-from gregor.protocol.group_records import (
-    GroupMetadataKey,
-    GroupMetadataValue,
-    OffsetCommitKey,
-    OffsetCommitValue,
-    UnknownKey,
-    decode_group_metadata_value,
-    decode_key,
-    decode_offset_commit_value,
-    encode_group_metadata_value,
-    encode_offset_commit_value,
-    group_metadata_key,
-    offset_commit_key,
-)
-from gregor.protocol.group_records import (
-    MemberMetadata as MemberRecord,
-)
 from gregor.protocol.records import BatchBuilder, ControlType, RecordBatch
 
 log = logging.getLogger(__name__)
@@ -51,8 +35,8 @@ NO_LEADER_EPOCH = -1
 
 
 def offset_commit_value(offset: OffsetAndMetadata) -> bytes:
-    return encode_offset_commit_value(
-        OffsetCommitValue(
+    return wire.encode_offset_commit_value(
+        wire.OffsetCommitValue(
             offset=offset.offset,
             leader_epoch=NO_LEADER_EPOCH if offset.leader_epoch is None else offset.leader_epoch,
             metadata=offset.metadata,
@@ -71,7 +55,7 @@ def offset_commit_batch(
     for (topic, partition), offset in offsets.items():
         builder.append(
             offset_commit_value(offset),
-            key=offset_commit_key(group_id, topic, partition),
+            key=wire.offset_commit_key(group_id, topic, partition),
             timestamp=now_ms,
         )
     return builder.build()
@@ -84,7 +68,7 @@ def group_metadata_value(group: GroupMetadata, assignment: Mapping[str, bytes]) 
         if group.protocol_name is None:
             raise RuntimeError(f"group {group.group_id} has members but no protocol")
         members.append(
-            MemberRecord(
+            wire.MemberMetadata(
                 member_id=member.member_id,
                 group_instance_id=member.group_instance_id,
                 client_id=member.client_id,
@@ -95,8 +79,8 @@ def group_metadata_value(group: GroupMetadata, assignment: Mapping[str, bytes]) 
                 assignment=assignment[member.member_id],
             )
         )
-    return encode_group_metadata_value(
-        GroupMetadataValue(
+    return wire.encode_group_metadata_value(
+        wire.GroupMetadataValue(
             protocol_type=group.protocol_type or "",
             generation=group.generation_id,
             protocol=group.protocol_name,
@@ -115,7 +99,7 @@ def group_metadata_batch(
     builder = BatchBuilder()
     builder.append(
         group_metadata_value(group, assignment),
-        key=group_metadata_key(group.group_id),
+        key=wire.group_metadata_key(group.group_id),
         timestamp=now_ms,
     )
     return builder.build()
@@ -127,9 +111,11 @@ def tombstone_batch(
     """Tombstones for a group's offsets (and for the group itself); None if there are none."""
     builder = BatchBuilder()
     for topic, partition in partitions:
-        builder.append(None, key=offset_commit_key(group_id, topic, partition), timestamp=now_ms)
+        builder.append(
+            None, key=wire.offset_commit_key(group_id, topic, partition), timestamp=now_ms
+        )
     if with_group:
-        builder.append(None, key=group_metadata_key(group_id), timestamp=now_ms)
+        builder.append(None, key=wire.group_metadata_key(group_id), timestamp=now_ms)
     return builder.build() if len(builder) else None
 
 
@@ -137,7 +123,7 @@ def tombstone_batch(
 
 
 def offset_from_value(data: bytes) -> OffsetAndMetadata:
-    _, value = decode_offset_commit_value(data)
+    _, value = wire.decode_offset_commit_value(data)
     return OffsetAndMetadata(
         offset=value.offset,
         leader_epoch=None if value.leader_epoch == NO_LEADER_EPOCH else value.leader_epoch,
@@ -149,7 +135,7 @@ def offset_from_value(data: bytes) -> OffsetAndMetadata:
 
 def group_from_value(group_id: str, data: bytes, now_ms: int) -> GroupMetadata:
     """A group as its metadata record left it: Stable with its members, or Empty."""
-    version, value = decode_group_metadata_value(data)
+    version, value = wire.decode_group_metadata_value(data)
     group = GroupMetadata(
         group_id, GroupState.STABLE if value.members else GroupState.EMPTY, now_ms
     )
@@ -238,8 +224,8 @@ class LoadedState:
     ) -> None:
         if key_data is None:
             raise DecodeError("a record without a key")
-        key = decode_key(key_data)
-        if isinstance(key, OffsetCommitKey):
+        key = wire.decode_key(key_data)
+        if isinstance(key, wire.OffsetCommitKey):
             where = (key.group, (key.topic, key.partition))
             target = (
                 self.offsets
@@ -250,16 +236,16 @@ class LoadedState:
                 target.pop(where, None)
             else:
                 target[where] = CommittedOffset(batch_offset, offset_from_value(value))
-        elif isinstance(key, GroupMetadataKey):
+        elif isinstance(key, wire.GroupMetadataKey):
             if value is None:
                 self.groups.pop(key.group, None)
                 self.removed_groups.add(key.group)
             else:
-                decode_group_metadata_value(value)  # a bad value is skipped here, not later
+                wire.decode_group_metadata_value(value)  # a bad value is skipped here, not later
                 self.groups[key.group] = value
                 self.removed_groups.discard(key.group)
         else:
-            assert isinstance(key, UnknownKey)
+            assert isinstance(key, wire.UnknownKey)
             raise DecodeError(f"a key of unknown version {key.version}")
 
     def build_groups(self, now_ms: int) -> list[GroupMetadata]:
