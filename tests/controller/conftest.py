@@ -16,12 +16,7 @@ import attrs
 import pytest
 import trio
 
-from gregor.broker.control_requests import (
-    leader_and_isr_response,
-    partition_states,
-    stop_replica_response,
-    stop_replica_states,
-)
+from gregor.broker import control_requests as control
 from gregor.broker.controller import Controller, ControllerSettings
 from gregor.broker.zk import BrokerEndpoint, BrokerRegistration, KafkaZkClient, TopicPartition
 from gregor.protocol.apis.api_versions import ApiVersion, ApiVersionsRequest, ApiVersionsResponse
@@ -95,14 +90,14 @@ class BrokerPeer:
         self.changed.set()
         self.changed = trio.Event()
         if isinstance(body, LeaderAndIsrRequest):
-            return leader_and_isr_response(
+            return control.leader_and_isr_response(
                 version,
-                {(topic, p.partition_index): 0 for topic, p in partition_states(body)},
+                {(topic, p.partition_index): 0 for topic, p in control.partition_states(body)},
                 {t.topic_name: t.topic_id for t in body.topic_states},
             )
         if isinstance(body, StopReplicaRequest):
-            return stop_replica_response(
-                ((topic, index), 0) for topic, index, _, _ in stop_replica_states(body)
+            return control.stop_replica_response(
+                ((topic, index), 0) for topic, index, _, _ in control.stop_replica_states(body)
             )
         return UpdateMetadataResponse()
 
@@ -115,7 +110,7 @@ class BrokerPeer:
         return [
             (TopicPartition(topic, p.partition_index), p)
             for r in self.of("LeaderAndIsrRequest")
-            for topic, p in partition_states(r.body)
+            for topic, p in control.partition_states(r.body)
         ]
 
     def latest_leader_and_isr(self, tp: TopicPartition) -> LeaderAndIsrPartitionState | None:
@@ -127,7 +122,7 @@ class BrokerPeer:
         return {
             TopicPartition(topic, p.partition_index): p
             for r in self.of("UpdateMetadataRequest")
-            for topic, p in partition_states(r.body)
+            for topic, p in control.partition_states(r.body)
         }
 
     def live_brokers(self) -> set[int]:
@@ -138,7 +133,7 @@ class BrokerPeer:
         return [
             (TopicPartition(topic, index), delete)
             for r in self.of("StopReplicaRequest")
-            for topic, index, _, delete in stop_replica_states(r.body)
+            for topic, index, _, delete in control.stop_replica_states(r.body)
         ]
 
 
