@@ -8,8 +8,8 @@ stopped by it, also when the test fails; a failed test shows the tail of each br
   pause or restart brokers);
 - `cluster`: three brokers for this test;
 - `shared_cluster`: three brokers shared by a test module (tests use topics of their own);
-- `scoped_cluster(...)`: the body of such a fixture for another scope or other properties
-  (`tests/groups` shares one per package), on `start_cluster` and `stop_cluster`.
+- `cluster_fixture(name, scope, properties)`: such a fixture for another scope or other
+  properties (`tests/groups` shares one per package), on `start_cluster` and `stop_cluster`.
 
 Topics are created as a ZooKeeper-mode admin tool creates them (`create_topic`): the topic's
 znode with its replica assignment; the controller then elects leaders and tells the brokers.
@@ -23,7 +23,7 @@ import time
 import uuid
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from kazoo.client import KazooClient
@@ -82,17 +82,25 @@ def stop_cluster(cluster: LocalCluster, show_logs: bool) -> None:
             print(broker.log_tail(6000))
 
 
-def scoped_cluster(
-    request: pytest.FixtureRequest,
-    directory: Path,
-    zookeeper: ZooKeeper,
-    properties: Mapping[str, str],
-) -> Iterator[LocalCluster]:
-    """The body of a fixture wider than one test (module, package): three brokers, stopped
-    at the end of the scope, with their logs shown if any test of the session failed."""
-    cluster = start_cluster(directory, zookeeper, 3, properties)
-    yield cluster
-    stop_cluster(cluster, request.session.testsfailed > 0)
+def cluster_fixture(
+    name: str, scope: Literal["module", "package"], properties: Mapping[str, str]
+) -> Any:
+    """A fixture called `name`, wider than one test: three brokers with these server
+    properties, started on first use and stopped at the end of the scope, with their logs
+    shown if any test of the session failed. Assign it to a module-level name in a conftest
+    (or a test module) for pytest to find it."""
+
+    @pytest.fixture(scope=scope, name=name)
+    def fixture(
+        request: pytest.FixtureRequest,
+        tmp_path_factory: pytest.TempPathFactory,
+        zookeeper: ZooKeeper,
+    ) -> Iterator[LocalCluster]:
+        cluster = start_cluster(tmp_path_factory.mktemp(name), zookeeper, 3, properties)
+        yield cluster
+        stop_cluster(cluster, request.session.testsfailed > 0)
+
+    return fixture
 
 
 @pytest.fixture
@@ -117,13 +125,7 @@ def cluster(cluster_factory: Callable[..., LocalCluster]) -> LocalCluster:
     return cluster_factory(3)
 
 
-@pytest.fixture(scope="module")
-def shared_cluster(
-    request: pytest.FixtureRequest,
-    tmp_path_factory: pytest.TempPathFactory,
-    zookeeper: ZooKeeper,
-) -> Iterator[LocalCluster]:
-    yield from scoped_cluster(request, tmp_path_factory.mktemp("shared-cluster"), zookeeper, {})
+shared_cluster = cluster_fixture("shared_cluster", "module", {})
 
 
 def unique_topic(prefix: str = "t") -> str:

@@ -4,12 +4,7 @@ short initial rebalance delay and session timeouts the tests can afford."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
-from gregor.broker.devcluster import LocalCluster, ZooKeeper
-from gregor_testing.cluster import scoped_cluster
+from gregor_testing.cluster import cluster_fixture
 
 GROUP_PROPERTIES = {
     "group.initial.rebalance.delay.ms": "500",
@@ -17,12 +12,4 @@ GROUP_PROPERTIES = {
 }
 
 
-@pytest.fixture(scope="package")
-def group_cluster(
-    request: pytest.FixtureRequest,
-    tmp_path_factory: pytest.TempPathFactory,
-    zookeeper: ZooKeeper,
-) -> Iterator[LocalCluster]:
-    yield from scoped_cluster(
-        request, tmp_path_factory.mktemp("group-cluster"), zookeeper, GROUP_PROPERTIES
-    )
+group_cluster = cluster_fixture("group_cluster", "package", GROUP_PROPERTIES)
