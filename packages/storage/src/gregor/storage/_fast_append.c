@@ -330,8 +330,10 @@ static PyMethodDef module_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* Interns the attribute names and takes gregor-protocol's API; -1 with an exception set
+ * when that extension is missing or of another version. */
 static int
-module_exec(PyObject *module)
+prepare(void)
 {
     for (int i = 0; i < NAMES; i++) {
         if (names[i] == NULL && (names[i] = PyUnicode_InternFromString(name_text[i])) == NULL) {
@@ -350,22 +352,17 @@ module_exec(PyObject *module)
     return 0;
 }
 
-static PyModuleDef_Slot module_slots[] = {
-    {Py_mod_exec, module_exec},
-    {0, NULL},
-};
-
+/* No per-module state (the names and the API are process-wide): single-phase init. */
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
     .m_name = "gregor.storage._fast_append",
     .m_doc = "The append fast path of gregor.storage, in C (see LogSegment.append_produced).",
-    .m_size = 0,
+    .m_size = -1,
     .m_methods = module_methods,
-    .m_slots = module_slots,
 };
 
 PyMODINIT_FUNC
 PyInit__fast_append(void)
 {
-    return PyModuleDef_Init(&module_def);
+    return prepare() < 0 ? NULL : PyModule_Create(&module_def);
 }
