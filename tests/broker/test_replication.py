@@ -10,8 +10,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kazoo.client import KazooClient
-
 from gregor.broker.devcluster import BrokerProcess, LocalCluster
 from gregor.protocol.apis.list_offsets import (
     ListOffsetsPartition,
@@ -29,6 +27,7 @@ from gregor_testing.cluster import (
     unique_topic,
     wait_for,
 )
+from gregor_testing.processes import zookeeper_client
 
 Factory = Callable[..., LocalCluster]
 
@@ -71,13 +70,8 @@ def end_offsets(leader: BrokerProcess, topic: str) -> tuple[int, int]:
 
 
 def zk_state(cluster: LocalCluster, topic: str) -> tuple[dict[str, Any], int]:
-    client = KazooClient(cluster.zookeeper_connect)
-    client.start(timeout=15)
-    try:
+    with zookeeper_client(cluster.zookeeper_connect) as client:
         data, stat = client.get(f"/brokers/topics/{topic}/partitions/0/state")
-    finally:
-        client.stop()
-        client.close()
     return json.loads(data), stat.version
 
 

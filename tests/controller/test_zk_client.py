@@ -23,6 +23,7 @@ from gregor.broker.zk import (
     TopicPartition,
     znodes,
 )
+from gregor_testing.processes import zookeeper_client
 
 BROKER = BrokerRegistration(
     1, (BrokerEndpoint("PLAINTEXT", "127.0.0.1", 9092, "PLAINTEXT"),), rack="r1"
@@ -37,12 +38,6 @@ async def zk(zk_connect: str) -> AsyncIterator[KafkaZkClient]:
         yield client
     finally:
         await client.close()
-
-
-def raw(zk_connect: str) -> KazooClient:
-    client = KazooClient(zk_connect)
-    client.start(timeout=15)
-    return client
 
 
 async def wait_for(predicate: object, what: str, timeout: float = 20.0) -> None:
@@ -60,15 +55,11 @@ async def test_missing_chroot_is_created(zookeeper: ZooKeeper) -> None:
         assert await client.create_or_get_cluster_id("other") == "abc"
     finally:
         await client.close()
-    root = raw(zookeeper.connect)
-    try:
+    with zookeeper_client(zookeeper.connect) as root:
         data, _ = root.get("/fresh-chroot/deeper/cluster/id")
         assert json.loads(data) == {"version": "1", "id": "abc"}
         for path in znodes.PERSISTENT_PATHS:
             assert root.exists("/fresh-chroot/deeper" + path), path
-    finally:
-        root.stop()
-        root.close()
 
 
 async def test_broker_registration_and_duplicate_id(zk: KafkaZkClient, zk_connect: str) -> None:
@@ -84,8 +75,7 @@ async def test_broker_registration_and_duplicate_id(zk: KafkaZkClient, zk_connec
     finally:
         await other.close()
     # Kafka's JSON, readable by Kafka's own tools.
-    client = raw(zk_connect)
-    try:
+    with zookeeper_client(zk_connect) as client:
         data, stat = client.get("/brokers/ids/1")
         assert stat.ephemeralOwner == zk.session_id
         obj = json.loads(data)
@@ -97,9 +87,6 @@ async def test_broker_registration_and_duplicate_id(zk: KafkaZkClient, zk_connec
             "r1",
             5,
         )
-    finally:
-        client.stop()
-        client.close()
     # Registering again within the same session is idempotent.
     assert await zk.register_broker(BROKER) == epoch
 
@@ -192,17 +179,13 @@ async def test_configs_and_change_notifications(zk: KafkaZkClient, zk_connect: s
         "t": {"retention.ms": "1000"},
         "u": {},
     }
-    client = raw(zk_connect)
-    try:
+    with zookeeper_client(zk_connect) as client:
         changes = sorted(client.get_children("/config/changes"))
         assert changes == ["config_change_0000000000", "config_change_0000000001"]
         data, _ = client.get("/config/changes/" + changes[1])
         assert json.loads(data) == {"version": 2, "entity_path": "brokers/<default>"}
         data, _ = client.get("/config/topics/t")
         assert json.loads(data) == {"version": 1, "config": {"retention.ms": "1000"}}
-    finally:
-        client.stop()
-        client.close()
 
 
 async def test_set_or_create_and_v0_offsets(zk: KafkaZkClient, zk_connect: str) -> None:
@@ -215,15 +198,11 @@ async def test_set_or_create_and_v0_offsets(zk: KafkaZkClient, zk_connect: str) 
     assert await fetch_offset(zk, "g", "orders", 4) == 7
     await zk.set_or_create("/plain/node", b"one")
     await zk.set_or_create("/plain/node", b"two")
-    client = raw(zk_connect)
-    try:
+    with zookeeper_client(zk_connect) as client:
         assert client.get("/consumers/g/offsets/orders/3")[0] == b"43"
         assert sorted(client.get_children("/consumers/g/offsets/orders")) == ["3", "4"]
         data, stat = client.get("/plain/node")
         assert (data, stat.version) == (b"two", 1)
-    finally:
-        client.stop()
-        client.close()
 
 
 async def test_producer_id_blocks_are_disjoint(zk_connect: str) -> None:
@@ -264,13 +243,9 @@ async def test_watch_handlers_fire_and_rearm(zk: KafkaZkClient, zk_connect: str)
     await trio.sleep(0.3)
     assert seen == []
     assert await zk.get_broker_ids(watch=True) == [1, 2]
-    client = raw(zk_connect)
-    try:
+    with zookeeper_client(zk_connect) as client:
         client.create("/brokers/ids/7", b"{}", ephemeral=True)
         await wait_for(lambda: seen == ["ids"], "the re-armed watch")
-    finally:
-        client.stop()
-        client.close()
 
 
 class Recorder:

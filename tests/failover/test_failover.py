@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from kazoo.client import KazooClient
 
 from gregor.broker.devcluster import BrokerProcess, LocalCluster
 from gregor.protocol.records import iter_batches
 from gregor_testing.cluster import create_topic, metadata, partitions_of, wait_for, wait_for_topic
+from gregor_testing.processes import zookeeper_client
 
 PARTITIONS = 3
 ASSIGNMENT = {0: [0, 1, 2], 1: [1, 2, 0], 2: [2, 0, 1]}
@@ -235,13 +235,8 @@ def test_leader_and_controller_failover_lose_no_acknowledged_record(
 
 
 def registered(cluster: LocalCluster) -> set[int]:
-    client = KazooClient(cluster.zookeeper_connect)
-    client.start(timeout=15)
-    try:
+    with zookeeper_client(cluster.zookeeper_connect) as client:
         return {int(i) for i in client.get_children("/brokers/ids")}
-    finally:
-        client.stop()
-        client.close()
 
 
 @pytest.mark.parametrize("who", ["controller", "follower"])

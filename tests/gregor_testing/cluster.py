@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pytest
-from kazoo.client import KazooClient
 
 from gregor.broker.devcluster import BrokerProcess, LocalCluster, ZooKeeper, send_request
 from gregor.broker.zk import ReplicaAssignment, znodes
@@ -38,6 +37,7 @@ from gregor.protocol.apis.metadata import (
 )
 from gregor.protocol.framing import decode_response, encode_request
 from gregor.protocol.schema import Request
+from gregor_testing.processes import zookeeper_client
 
 _clusters = itertools.count()
 METADATA_VERSION = 9
@@ -209,9 +209,7 @@ def create_topic(
         else [(p + r) % count for r in range(replication_factor)]
         for p in (assignment or range(partitions))
     }
-    client = KazooClient(cluster.zookeeper_connect)
-    client.start(timeout=15)
-    try:
+    with zookeeper_client(cluster.zookeeper_connect) as client:
         if configs:
             path = znodes.config_entity_path(znodes.CONFIG_TOPICS, name)
             client.create(path, znodes.encode_entity_config(dict(configs)), makepath=True)
@@ -222,9 +220,6 @@ def create_topic(
             ),
             makepath=True,
         )
-    finally:
-        client.stop()
-        client.close()
     wait_for_topic(cluster, name, len(chosen), timeout)
     return chosen
 
@@ -279,17 +274,12 @@ class WireClient:
 def wait_unregistered(cluster: LocalCluster, broker_id: int, timeout: float = 60.0) -> None:
     """Until a killed broker's /brokers/ids/N has gone with its ZooKeeper session: only then
     can a new process register that id."""
-    client = KazooClient(cluster.zookeeper_connect)
-    client.start(timeout=15)
-    try:
+    with zookeeper_client(cluster.zookeeper_connect) as client:
         wait_for(
             lambda: client.exists(znodes.broker_path(broker_id)) is None,
             timeout,
             f"broker {broker_id}'s registration to expire",
         )
-    finally:
-        client.stop()
-        client.close()
 
 
 def leader_of(cluster: LocalCluster, topic: str, partition: int) -> BrokerProcess:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,18 @@ from kazoo.client import KazooClient
 from gregor.broker.devcluster import ZooKeeper
 
 _chroots = itertools.count()
+
+
+@contextmanager
+def zookeeper_client(connect: str) -> Iterator[KazooClient]:
+    """A started kazoo client on `connect` (a chroot included), stopped and closed after."""
+    client = KazooClient(connect)
+    client.start(timeout=15)
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
 
 
 @pytest.fixture(scope="session")
@@ -33,13 +46,8 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeper]:
 def zk_connect(zookeeper: ZooKeeper) -> str:
     """A `zookeeper.connect` string with a chroot of this test's own (created empty)."""
     chroot = f"/t-{next(_chroots)}"
-    client = KazooClient(zookeeper.connect)
-    client.start(timeout=15)
-    try:
+    with zookeeper_client(zookeeper.connect) as client:
         client.ensure_path(chroot)
-    finally:
-        client.stop()
-        client.close()
     return zookeeper.connect + chroot
 
 

@@ -11,7 +11,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from groups.helpers import find_coordinator
-from kazoo.client import KazooClient
 
 from gregor.broker.coordinator.partitioning import partition_for
 from gregor.broker.devcluster import BrokerProcess, LocalCluster
@@ -40,6 +39,7 @@ from gregor.protocol.apis.sync_group import (
 from gregor.protocol.consumer_protocol import ConsumerProtocolSubscription, encode_subscription
 from gregor.protocol.errors import ErrorCode
 from gregor_testing.cluster import WireClient, create_topic, partitions_of, unique_topic, wait_for
+from gregor_testing.processes import zookeeper_client
 
 E = ErrorCode
 JOIN_VERSION = 3  # no MEMBER_ID_REQUIRED round trip (v4+)
@@ -332,11 +332,6 @@ def test_offsets_of_version_0_live_in_zookeeper(group_cluster: LocalCluster, top
         )
         [partition] = fetched.topics[0].partitions
         assert (partition.committed_offset, partition.error_code) == (42, E.NONE)
-    client = KazooClient(group_cluster.zookeeper_connect)
-    client.start(timeout=15)
-    try:
+    with zookeeper_client(group_cluster.zookeeper_connect) as client:
         data, _ = client.get(f"/consumers/{group}/offsets/{topic}/0")
-    finally:
-        client.stop()
-        client.close()
     assert data == b"42"
