@@ -20,6 +20,10 @@
  *          producer_epoch, base_sequence), or None when data is anything but one
  *          well-formed batch as a client produces it; prefix is the batch's first 16
  *          bytes with the base offset and leader epoch set (nothing else changes).
+ *   append_record(buf: bytearray, offset_delta, timestamp_delta, key, value)
+ *       -> the bytes appended to buf: one record without headers, length first; None
+ *          (buf untouched) when a field is outside what it encodes (not a buffer or None,
+ *          a delta out of range), for the general encoder to handle
  *
  * The check of a produced batch and CRC-32C are also exported in a capsule
  * (_produced_batch.h), for gregor-storage's extension.
@@ -693,6 +697,128 @@ static gregor_produced_batch_api produced_batch_api = {
     .crc32c = crc32c_update,
 };
 
+/* -- encoding one record (the producer's per-record path) -------------------------------- */
+
+/* Bytes of v as a zigzag varlong. */
+static int
+zigzag_size(int64_t v)
+{
+    uint64_t raw = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    int n = 1;
+    while (raw >= 0x80) {
+        raw >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static unsigned char *
+put_zigzag(unsigned char *out, int64_t v)
+{
+    uint64_t raw = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    while (raw >= 0x80) {
+        *out++ = (unsigned char)(raw | 0x80);
+        raw >>= 7;
+    }
+    *out++ = (unsigned char)raw;
+    return out;
+}
+
+/* A key or value: bytes (or any contiguous buffer), or None. 1 on success, 0 for a type
+   the general encoder must handle (it raises the error), -1 with an exception set. */
+static int
+get_field(PyObject *obj, Py_buffer *view, int *is_null)
+{
+    *is_null = 0;
+    if (obj == Py_None) {
+        *is_null = 1;
+        view->buf = NULL;
+        view->len = 0;
+        view->obj = NULL;
+        return 1;
+    }
+    if (!PyObject_CheckBuffer(obj) || PyUnicode_Check(obj)) {
+        return 0;
+    }
+    return PyObject_GetBuffer(obj, view, PyBUF_SIMPLE) == 0 ? 1 : -1;
+}
+
+/* append_record(buf, offset_delta, timestamp_delta, key, value) -> size appended, or None
+   when a field needs the general encoder (records.py's _record_body). No headers. */
+static PyObject *
+append_record(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5 || !PyByteArray_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "append_record(buf: bytearray, offset_delta, timestamp_delta, key, value)");
+        return NULL;
+    }
+    if (!PyLong_CheckExact(args[1]) || !PyLong_CheckExact(args[2])) {
+        Py_RETURN_NONE;
+    }
+    int overflow = 0;
+    long long offset_delta = PyLong_AsLongLongAndOverflow(args[1], &overflow);
+    if (overflow || offset_delta < 0 || offset_delta > INT32_MAX) {
+        Py_RETURN_NONE;
+    }
+    long long timestamp_delta = PyLong_AsLongLongAndOverflow(args[2], &overflow);
+    if (overflow) {
+        Py_RETURN_NONE;
+    }
+    Py_buffer key, value;
+    int key_null, value_null;
+    int ok = get_field(args[3], &key, &key_null);
+    if (ok <= 0) {
+        return ok == 0 ? Py_NewRef(Py_None) : NULL;
+    }
+    ok = get_field(args[4], &value, &value_null);
+    if (ok <= 0) {
+        if (!key_null) {
+            PyBuffer_Release(&key);
+        }
+        return ok == 0 ? Py_NewRef(Py_None) : NULL;
+    }
+    PyObject *result = NULL;
+    if (key.len > INT32_MAX || value.len > INT32_MAX) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    int64_t key_len = key_null ? -1 : (int64_t)key.len;
+    int64_t value_len = value_null ? -1 : (int64_t)value.len;
+    Py_ssize_t body = 1 + zigzag_size(timestamp_delta) + zigzag_size(offset_delta) +
+                      zigzag_size(key_len) + key.len + zigzag_size(value_len) + value.len + 1;
+    Py_ssize_t total = zigzag_size(body) + body;
+    Py_ssize_t start = PyByteArray_GET_SIZE(args[0]);
+    if (PyByteArray_Resize(args[0], start + total) < 0) {
+        goto done;
+    }
+    unsigned char *out = (unsigned char *)PyByteArray_AS_STRING(args[0]) + start;
+    out = put_zigzag(out, body);
+    *out++ = 0; /* attributes */
+    out = put_zigzag(out, timestamp_delta);
+    out = put_zigzag(out, offset_delta);
+    out = put_zigzag(out, key_len);
+    if (key.len) {
+        memcpy(out, key.buf, key.len);
+        out += key.len;
+    }
+    out = put_zigzag(out, value_len);
+    if (value.len) {
+        memcpy(out, value.buf, value.len);
+        out += value.len;
+    }
+    *out++ = 0; /* no headers */
+    result = PyLong_FromSsize_t(total);
+done:
+    if (!key_null) {
+        PyBuffer_Release(&key);
+    }
+    if (!value_null) {
+        PyBuffer_Release(&value);
+    }
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
     {"make_decoder", make_decoder, METH_VARARGS,
      "make_decoder(record_type, error_type) -> decode_records"},
@@ -701,6 +827,8 @@ static PyMethodDef module_methods[] = {
      "crc32c(data, value=0) -> the CRC-32C of data, continuing from value"},
     {"stamp_produced_batch", (PyCFunction)(void (*)(void))stamp_produced_batch, METH_FASTCALL,
      "stamp_produced_batch(data, base_offset, leader_epoch, max_size) -> tuple or None"},
+    {"append_record", (PyCFunction)(void (*)(void))append_record, METH_FASTCALL,
+     "append_record(buf, offset_delta, timestamp_delta, key, value) -> size or None"},
     {NULL, NULL, 0, NULL},
 };
 

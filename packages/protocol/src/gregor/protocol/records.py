@@ -646,6 +646,45 @@ def _record_body(
         raise EncodeError(f"record key and value must be bytes, header names str: {exc}") from exc
 
 
+def _append_record_py(
+    buf: bytearray,
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[tuple[str, bytes | None]],
+) -> None:
+    """Append one record, its length first: the reference of the C `append_record` (which
+    takes no headers), and the encoder of everything that one leaves to it."""
+    varints = _VARINTS
+    body = None
+    if timestamp_delta >= 0 and value is not None and not headers:
+        # The common record, in one join: small deltas, lengths below 8 KiB, no headers.
+        # Anything else (or a wrong type) fails over to the general encoder.
+        try:
+            if key is None:
+                body = b"".join(
+                    (b"\x00", varints[timestamp_delta], varints[offset_delta], b"\x01",
+                     varints[len(value)], value, b"\x00")
+                )  # fmt: skip
+            else:
+                body = b"".join(
+                    (b"\x00", varints[timestamp_delta], varints[offset_delta], varints[len(key)],
+                     key, varints[len(value)], value, b"\x00")
+                )  # fmt: skip
+        except (IndexError, TypeError):
+            body = None
+    if body is None:
+        body = _record_body(timestamp_delta, offset_delta, key, value, headers)
+    n = len(body)
+    buf += varints[n] if n < _VARINT_CACHE else _zigzag_varint(n)
+    buf += body
+
+
+# One record without headers into a builder's buffer, in C when the extension is built.
+_append_record: Callable[..., int | None] | None = native_function("append_record")
+
+
 def _encode_headers(headers: Iterable[tuple[str, bytes | None]]) -> bytes:
     out = bytearray()
     items = list(headers)
@@ -744,30 +783,12 @@ class BatchBuilder:
                 f"offset delta {offset_delta} does not follow the previous {self._last_delta}"
             )
         delta = timestamp - base
-        varints = _VARINTS
-        body = None
-        if delta >= 0 and value is not None and not headers:
-            # The common record, in one join: small deltas, lengths below 8 KiB, no headers.
-            # Anything else (or a wrong type) fails over to the general encoder.
-            try:
-                if key is None:
-                    body = b"".join(
-                        (b"\x00", varints[delta], varints[offset_delta], b"\x01",
-                         varints[len(value)], value, b"\x00")
-                    )  # fmt: skip
-                else:
-                    body = b"".join(
-                        (b"\x00", varints[delta], varints[offset_delta], varints[len(key)], key,
-                         varints[len(value)], value, b"\x00")
-                    )  # fmt: skip
-            except (IndexError, TypeError):
-                body = None
-        if body is None:
-            body = _record_body(delta, offset_delta, key, value, headers)
-        n = len(body)
-        buf = self._buf
-        buf += varints[n] if n < _VARINT_CACHE else _zigzag_varint(n)
-        buf += body
+        if (
+            headers
+            or _append_record is None
+            or _append_record(self._buf, offset_delta, delta, key, value) is None
+        ):
+            _append_record_py(self._buf, offset_delta, delta, key, value, headers)
         self._last_delta = offset_delta
         self._count += 1
         if timestamp > self._max_timestamp:
