@@ -26,10 +26,12 @@ import attrs
 
 from gregor.client.cluster import Cluster, TopicInfo
 from gregor.client.partitioner import StickyChoice, StickyPartitions
-from gregor.client.producer.batch import DeliveryCallback, ProducerBatch
+from gregor.client.producer.batch import DeliveryCallback, ProducerBatch, RecordFuture
 from gregor.client.types import TopicPartition
 from gregor.protocol.errors import KafkaError, MessageTooLargeError
 from gregor.protocol.records import BATCH_HEADER_SIZE, Compression
+
+_new_tuple = tuple.__new__
 
 # A record's overhead beyond its key and value: length, attributes, deltas, header count.
 _RECORD_OVERHEAD = 21
@@ -106,9 +108,9 @@ class Accumulator:
         headers: Sequence[tuple[str, bytes | None]],
         timestamp: int,
         callback: DeliveryCallback | None,
-    ) -> tuple[ProducerBatch, int] | None:
+    ) -> RecordFuture | None:
         """Add a record to `partition` of `topic` (None: the topic's sticky partition); its
-        batch and index, or None when the buffer has no room for it now.
+        future, or None when the buffer has no room for it now.
 
         This is the producer's hot path: one lock, no calls beyond the record's encoding.
         """
@@ -167,7 +169,7 @@ class Accumulator:
                 wake = False
         if wake:
             self.wake_sender()
-        return batch, index
+        return _new_tuple(RecordFuture, (batch, index, timestamp))
 
     def _add_topic(self, topic: str, partitions: int) -> list[ProducerBatch | None]:
         """Per-partition state of a topic seen for the first time (or grown)."""

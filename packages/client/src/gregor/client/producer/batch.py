@@ -124,34 +124,31 @@ class ProducerBatch:
             callback(self.error, self.metadata(index, timestamp))
 
 
-class RecordFuture:
-    """The outcome of one produced record."""
+class RecordFuture(tuple[ProducerBatch, int, int]):
+    """The outcome of one produced record: its batch, its index there, its timestamp.
 
-    __slots__ = ("_batch", "_index", "_timestamp")
+    A tuple, so that produce() makes one with a single C call (`tuple.__new__`).
+    """
 
-    def __init__(self, batch: ProducerBatch, index: int, timestamp: int) -> None:
-        self._batch = batch
-        self._index = index
-        self._timestamp = timestamp
+    __slots__ = ()
 
     def done(self) -> bool:
-        return self._batch.done
+        return self[0].done
 
     def _outcome(self) -> RecordMetadata:
-        batch = self._batch
+        batch, index, timestamp = self
         if batch.error is not None:
             raise batch.error
-        return batch.metadata(self._index, self._timestamp)
+        return batch.metadata(index, timestamp)
 
     def result(self, timeout: float | None = None) -> RecordMetadata:
         """Wait for delivery (from a thread other than the client's event loop)."""
-        if not self._batch.done:
+        batch = self[0]
+        if not batch.done:
             event = threading.Event()
-            self._batch.on_done(lambda _: event.set())
+            batch.on_done(lambda _: event.set())
             if not event.wait(timeout):
-                raise RequestTimedOutError(
-                    f"record to {self._batch.tp} not delivered within {timeout}s"
-                )
+                raise RequestTimedOutError(f"record to {batch.tp} not delivered within {timeout}s")
         return self._outcome()
 
     def exception(self, timeout: float | None = None) -> KafkaError | None:
@@ -163,8 +160,9 @@ class RecordFuture:
 
     def add_done_callback(self, callback: Callable[[RecordFuture], Any]) -> None:
         """Run `callback(future)` when delivered or failed, on the client's I/O side."""
-        self._batch.on_done(lambda _: callback(self))
+        self[0].on_done(lambda _: callback(self))
 
     def __repr__(self) -> str:
-        state = "done" if self._batch.done else "pending"
-        return f"<RecordFuture {self._batch.tp} #{self._index} {state}>"
+        batch, index, _timestamp = self
+        state = "done" if batch.done else "pending"
+        return f"<RecordFuture {batch.tp} #{index} {state}>"

@@ -134,7 +134,7 @@ class ProducerCore:
             )
         if timestamp is None:
             timestamp = time_ns() // 1_000_000
-        appended = self.accumulator.append(
+        return self.accumulator.append(
             topic,
             partition,
             info,
@@ -144,9 +144,6 @@ class ProducerCore:
             timestamp,
             on_delivery,
         )
-        if appended is None:
-            return None
-        return RecordFuture(appended[0], appended[1], timestamp)
 
     def partitions_for(self, topic: str) -> Sequence[int] | None:
         count = self.client.cluster.partition_count(topic)

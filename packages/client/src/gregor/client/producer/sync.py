@@ -30,6 +30,7 @@ class Producer:
     def __init__(self, config: Mapping[str, Any]) -> None:
         self.config = ProducerConfig.from_dict(config)
         self._core = ProducerCore(self.config)
+        self._append = self._core.append_record  # produce()'s hot path, bound once
         self._delivered: collections.deque[ProducerBatch] = collections.deque()
         self._core.sender.delivered = self._delivered.append
         self._io = IOThread(f"gregor-producer-{self.config.client_id}")
@@ -62,14 +63,16 @@ class Producer:
         Blocks (up to max.block.ms) only to learn a new topic's partitions or to wait for
         room in buffer.memory.
         """
-        args = (topic, value, key, partition, headers, timestamp, on_delivery)
         try:
-            future = self._core.append_record(*args)
+            future = self._append(topic, value, key, partition, headers, timestamp, on_delivery)
         except NeedMetadata:
             future = None
         if future is None:  # the slow path: a new topic, or a full buffer
             future = self._produce_waiting(
-                functools.partial(self._core.append_record, *args), topic
+                functools.partial(
+                    self._append, topic, value, key, partition, headers, timestamp, on_delivery
+                ),
+                topic,
             )
         return future
 
