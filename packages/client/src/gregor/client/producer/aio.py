@@ -14,8 +14,9 @@ Delivery callbacks (`on_delivery`) run on the caller's event loop.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from typing import Any
 
 from gregor.client.config import ProducerConfig
@@ -26,31 +27,34 @@ from gregor.client.types import RecordMetadata
 from gregor.protocol.errors import RequestTimedOutError
 
 
-class AsyncRecordFuture:
-    """A record's delivery, to await: `metadata = await future`."""
+class AsyncRecordFuture(tuple[RecordFuture, str]):
+    """A record's delivery, to await: `metadata = await future`.
 
-    __slots__ = ("_future", "_library")
+    A tuple (the record's future, the async library), made in one C call per record.
+    """
 
-    def __init__(self, future: RecordFuture, library: str) -> None:
-        self._future = future
-        self._library = library
+    __slots__ = ()
 
     def done(self) -> bool:
-        return self._future.done()
+        return self[0].done()
 
     def result(self) -> RecordMetadata:
         """The outcome of a future that is done (raises its error)."""
-        return self._future.result(0)
+        return self[0].result(0)
 
     def __await__(self) -> Generator[Any, None, RecordMetadata]:
         return self._wait().__await__()
 
     async def _wait(self) -> RecordMetadata:
-        if not self._future.done():
-            signal = Signal(self._library)
-            self._future.add_done_callback(lambda _: signal.set())
+        future, library = self
+        if not future.done():
+            signal = Signal(library)
+            future.add_done_callback(lambda _: signal.set())
             await signal.wait(None)
-        return self._future.result(0)
+        return future.result(0)
+
+
+_new_tuple = tuple.__new__
 
 
 class AsyncProducer(AsyncClient):
@@ -61,9 +65,16 @@ class AsyncProducer(AsyncClient):
         self._bridge = AsyncBridge(f"gregor-producer-{self.config.client_id}")
         self._changed: Signal | None = None
         self._closed = False
+        self._library = ""
+        self._append: Callable[..., RecordFuture | None] = self._not_started
+
+    def _not_started(self, *args: object) -> RecordFuture | None:
+        raise RuntimeError("the producer is not started (use `async with`)")
 
     def _started(self) -> None:
         self._changed = changed = self._bridge.signal()
+        self._library = self._bridge.library
+        self._append = self._core.append_record  # produce()'s hot path, bound once
         self._core.accumulator.listeners.append(changed.set)
         if self._bridge.library == "trio":
             self._core.sender.delivered = ProducerBatch.run_delivery_callbacks
@@ -92,6 +103,22 @@ class AsyncProducer(AsyncClient):
     ) -> AsyncRecordFuture:
         """Queue a record; await the returned future for its delivery. Waits (up to
         max.block.ms) only for a new topic's metadata or for room in buffer.memory."""
+        try:
+            future = self._append(topic, value, key, partition, headers, timestamp, on_delivery)
+        except NeedMetadata:
+            future = None
+        if future is None:  # the slow path: a new topic, or a full buffer
+            future = await self._produce_waiting(
+                functools.partial(
+                    self._append, topic, value, key, partition, headers, timestamp, on_delivery
+                ),
+                topic,
+            )
+        return _new_tuple(AsyncRecordFuture, (future, self._library))
+
+    async def _produce_waiting(
+        self, attempt: Callable[[], RecordFuture | None], topic: str
+    ) -> RecordFuture:
         core = self._core
         changed = self._signal()
         accumulator = core.accumulator
@@ -100,14 +127,12 @@ class AsyncProducer(AsyncClient):
             completions = accumulator.completions
             changed.clear()
             try:
-                future = core.append_record(
-                    topic, value, key, partition, headers, timestamp, on_delivery
-                )
+                future = attempt()
             except NeedMetadata:
                 await self._bridge.call(core.wait_for_topic, topic)
                 continue
             if future is not None:
-                return AsyncRecordFuture(future, self._bridge.library)
+                return future
             now = time.monotonic()
             deadline = deadline or now + core.max_block
             if accumulator.completions != completions:
