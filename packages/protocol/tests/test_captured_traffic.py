@@ -19,28 +19,17 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, Producer
 
-from gregor.protocol.apis.api_versions import ApiVersion, ApiVersionsResponse
+from gregor.protocol.apis.api_versions import ApiVersionsResponse
 from gregor.protocol.apis.fetch import FetchRequest
 from gregor.protocol.apis.find_coordinator import FindCoordinatorRequest
-from gregor.protocol.apis.metadata import (
-    MetadataRequest,
-    MetadataResponse,
-    MetadataResponseBroker,
-    MetadataResponsePartition,
-    MetadataResponseTopic,
-)
-from gregor.protocol.apis.produce import (
-    PartitionProduceResponse,
-    ProduceRequest,
-    ProduceResponse,
-    TopicProduceResponse,
-)
+from gregor.protocol.apis.metadata import MetadataRequest
+from gregor.protocol.apis.produce import ProduceRequest
 from gregor.protocol.compression import Compression
-from gregor.protocol.errors import ErrorCode
 from gregor.protocol.framing import FrameReader, RequestHeader, decode_request, encode_response
 from gregor.protocol.hashing import consistent_partition, default_partition
 from gregor.protocol.records import iter_batches
 from gregor.protocol.schema import Request, Response
+from gregor_testing.stub_broker import api_versions_answer, metadata_answer, produce_answer
 
 TOPIC = "captured"
 PARTITIONS = 6
@@ -106,64 +95,34 @@ class CapturingBroker:
                 self.produce_frames.append(frame)
             if request.acks == 0:
                 return None
-            response = self.produce_response(request)
+            with self.lock:
+                response = produce_answer(request, self.next_offsets, count_records)
         elif isinstance(request, MetadataRequest):
-            response = self.metadata_response(request)
+            response = metadata_answer(
+                request,
+                node_id=NODE_ID,
+                port=self.port,
+                topic=TOPIC,
+                partitions=PARTITIONS,
+                cluster_id="gregor-captured-traffic",
+                topic_id=uuid.UUID(int=7),
+            )
         elif header.request_api_key == ApiVersionsResponse.api_key:
             # librdkafka picks its message format from the Produce *and* Fetch versions
-            response = ApiVersionsResponse(
-                api_keys=[
-                    ApiVersion(ProduceRequest.api_key, 0, self.max_produce),
-                    ApiVersion(FetchRequest.api_key, 0, self.max_fetch),
-                    # ... and takes lz4 to be supported where FindCoordinator is.
-                    ApiVersion(FindCoordinatorRequest.api_key, 0, 0),
-                    ApiVersion(MetadataRequest.api_key, 0, 12),
-                    ApiVersion(ApiVersionsResponse.api_key, 0, 3),
-                ]
+            # librdkafka picks its message format from the Produce *and* Fetch versions,
+            # and takes lz4 to be supported where FindCoordinator is.
+            response = api_versions_answer(
+                {
+                    ProduceRequest.api_key: (0, self.max_produce),
+                    FetchRequest.api_key: (0, self.max_fetch),
+                    FindCoordinatorRequest.api_key: (0, 0),
+                    MetadataRequest.api_key: (0, 12),
+                    ApiVersionsResponse.api_key: (0, 3),
+                }
             )
         else:
             raise AssertionError(f"unexpected request {describe(header, request)}")
         return encode_response(response, version, header.correlation_id)
-
-    def metadata_response(self, request: MetadataRequest) -> MetadataResponse:
-        names = [TOPIC] if request.topics is None else [t.name for t in request.topics]
-        topics = [
-            MetadataResponseTopic(
-                error_code=0 if name == TOPIC else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                name=name,
-                topic_id=uuid.UUID(int=7) if name == TOPIC else uuid.UUID(int=0),
-                partitions=[
-                    MetadataResponsePartition(
-                        partition_index=index,
-                        leader_id=NODE_ID,
-                        leader_epoch=0,
-                        replica_nodes=[NODE_ID],
-                        isr_nodes=[NODE_ID],
-                    )
-                    for index in range(PARTITIONS if name == TOPIC else 0)
-                ],
-            )
-            for name in names
-        ]
-        return MetadataResponse(
-            brokers=[MetadataResponseBroker(NODE_ID, "127.0.0.1", self.port)],
-            cluster_id="gregor-captured-traffic",
-            controller_id=NODE_ID,
-            topics=topics,
-        )
-
-    def produce_response(self, request: ProduceRequest) -> ProduceResponse:
-        topics = []
-        for topic in request.topic_data:
-            partitions = []
-            for data in topic.partition_data:
-                count = sum(len(batch) for batch in iter_batches(data.records))  # type: ignore[arg-type]
-                with self.lock:
-                    base = self.next_offsets[data.index]
-                    self.next_offsets[data.index] += count
-                partitions.append(PartitionProduceResponse(index=data.index, base_offset=base))
-            topics.append(TopicProduceResponse(name=topic.name, partition_responses=partitions))
-        return ProduceResponse(responses=topics)
 
     def stop(self) -> None:
         self.server.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread; close() does not
@@ -177,6 +136,10 @@ class CapturingBroker:
                 conn.close()
         for thread in self.threads:
             thread.join(timeout=10)
+
+
+def count_records(records: bytes | bytearray | memoryview) -> int:
+    return sum(len(batch) for batch in iter_batches(records))
 
 
 def describe(header: RequestHeader, request: Request) -> str:
