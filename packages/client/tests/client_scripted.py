@@ -121,7 +121,13 @@ from gregor.protocol.apis.produce import (
 from gregor.protocol.apis.sync_group import SyncGroupRequest, SyncGroupResponse
 from gregor.protocol.errors import ErrorCode
 from gregor.protocol.framing import FrameReader, decode_request, encode_response
-from gregor.protocol.records import ControlType, RecordBatch, iter_batches, patch_base_offset
+from gregor.protocol.records import (
+    BatchBuilder,
+    ControlType,
+    RecordBatch,
+    iter_batches,
+    patch_base_offset,
+)
 from gregor.protocol.schema import Request, Response
 
 # What the scripted brokers advertise (a Kafka 3.x broker's ranges, trimmed to what they do).
@@ -1056,6 +1062,25 @@ def scripted_cluster(brokers: int = 1, **kwargs: Any) -> Iterator[ScriptedCluste
         yield cluster
     finally:
         cluster.stop()
+
+
+def fill(
+    cluster: ScriptedCluster,
+    topic: str,
+    partition: int,
+    count: int,
+    start: int = 0,
+    per_batch: int = 10,
+    timestamp: int = 1_700_000_000_000,
+) -> None:
+    """Append `count` records (value b"<n>") in batches of `per_batch`."""
+    for first in range(start, start + count, per_batch):
+        builder = BatchBuilder()
+        for n in range(first, min(first + per_batch, start + count)):
+            builder.append(
+                b"%d" % n, key=b"k%d" % n, headers=[("n", b"%d" % n)], timestamp=timestamp + n
+            )
+        cluster.append(topic, partition, builder.build())
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
+from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import pytest
 import trio
-from client_scripted import ScriptedCluster
+from client_scripted import ScriptedCluster, fill
 
 from gregor.client import (
     AsyncAdminClient,
@@ -20,6 +23,8 @@ from gregor.client import (
     RecordMetadata,
     TopicPartition,
 )
+from gregor.client.runtime import ClientClosedError
+from gregor.protocol.apis.list_offsets import ListOffsetsRequest
 from gregor.protocol.errors import RequestTimedOutError
 
 T0 = TopicPartition("t", 0)
@@ -136,6 +141,127 @@ def test_group_under_asyncio(cluster: ScriptedCluster) -> None:
     events: list[str] = []
     assert asyncio.run(group_member(cluster, events)) == 5
     assert events[0] == "assign 2"
+
+
+Spawn = Callable[[Callable[[], Awaitable[None]]], None]
+Sleep = Callable[[float], Awaitable[None]]
+Scenario = Callable[[Spawn, Sleep], Awaitable[None]]
+
+
+async def under_trio(scenario: Scenario) -> None:
+    async with trio.open_nursery() as nursery:
+        await scenario(nursery.start_soon, trio.sleep)
+
+
+def under_asyncio(scenario: Scenario) -> None:
+    async def main() -> None:
+        tasks: list[asyncio.Task[None]] = []
+        await scenario(lambda fn: tasks.append(asyncio.create_task(fn())), asyncio.sleep)
+        await asyncio.gather(*tasks)
+
+    asyncio.run(main())
+
+
+async def until(predicate: Callable[[], bool], sleep: Sleep, what: str) -> None:
+    deadline = time.monotonic() + 20
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        await sleep(0.01)
+
+
+class Reader:
+    """A task iterating a consumer: what it saw, and what it would have died of."""
+
+    def __init__(self, consumer: AsyncConsumer) -> None:
+        self.consumer = consumer
+        self.seen: list[int] = []
+        self.errors: list[Exception] = []
+        self.ended = False
+
+    async def run(self) -> None:
+        try:
+            async for record in self.consumer:
+                self.seen.append(record.offset)  # one at a time: the test reads it as it grows
+        except Exception as exc:
+            self.errors.append(exc)
+        self.ended = True
+
+
+async def close_and_check(reader: Reader, sleep: Sleep, seen: list[int]) -> None:
+    await reader.consumer.close()
+    await until(lambda: reader.ended, sleep, "the iteration to end")
+    assert reader.errors == []
+    assert reader.seen == seen
+    with pytest.raises(ClientClosedError, match="the consumer is closed"):
+        await reader.consumer.getmany()
+
+
+async def close_while_iterating(
+    cluster: ScriptedCluster, group: str | None, spawn: Spawn, sleep: Sleep
+) -> None:
+    """Close a consumer from one task while another iterates it, idle between records.
+    Three times: the close meets the getmany at a different step each time."""
+    cluster.create_topic("t", 1)
+    for attempt in range(3):
+        extra = {"group.id": f"{group}-{attempt}"} if group else {}
+        consumer = AsyncConsumer(config(cluster, **{"auto.offset.reset": "earliest", **extra}))
+        await consumer.start()
+        if group:
+            consumer.subscribe(["t"])
+        else:
+            consumer.assign([T0])
+        reader = Reader(consumer)
+        spawn(reader.run)
+        total = 3 * attempt + 3
+        fill(cluster, "t", 0, 3, start=3 * attempt)
+        await until(lambda r=reader, n=total: len(r.seen) == n, sleep, "the records")
+        await close_and_check(reader, sleep, list(range(total)))
+
+
+async def close_while_a_getmany_waits_on_the_broker(
+    cluster: ScriptedCluster, spawn: Spawn, sleep: Sleep
+) -> None:
+    """The iterating task is inside a request (its first position lookup, unanswered) when
+    another task closes the consumer: the request is cut short, the iteration just ends."""
+    from client_scripted import SILENT
+
+    cluster.create_topic("t", 1)
+    fill(cluster, "t", 0, 3)
+    cluster.hooks[ListOffsetsRequest.api_key] = lambda broker, request, version: SILENT
+    consumer = AsyncConsumer(config(cluster, **{"auto.offset.reset": "earliest"}))
+    await consumer.start()
+    consumer.assign([T0])
+    reader = Reader(consumer)
+    spawn(reader.run)
+    await until(lambda: bool(cluster.sent("ListOffsets")), sleep, "the lookup")
+    await close_and_check(reader, sleep, [])
+
+
+@pytest.mark.parametrize("group", [None, "readers"], ids=["assigned", "in-a-group"])
+async def test_close_in_another_task_ends_iteration_under_trio(
+    cluster: ScriptedCluster, group: str | None
+) -> None:
+    await under_trio(partial(close_while_iterating, cluster, group))
+
+
+@pytest.mark.parametrize("group", [None, "readers"], ids=["assigned", "in-a-group"])
+def test_close_in_another_task_ends_iteration_under_asyncio(
+    cluster: ScriptedCluster, group: str | None
+) -> None:
+    under_asyncio(partial(close_while_iterating, cluster, group))
+
+
+async def test_close_cuts_short_a_getmany_waiting_on_the_broker_under_trio(
+    cluster: ScriptedCluster,
+) -> None:
+    await under_trio(partial(close_while_a_getmany_waits_on_the_broker, cluster))
+
+
+def test_close_cuts_short_a_getmany_waiting_on_the_broker_under_asyncio(
+    cluster: ScriptedCluster,
+) -> None:
+    under_asyncio(partial(close_while_a_getmany_waits_on_the_broker, cluster))
 
 
 async def admin_round(cluster: ScriptedCluster) -> list[str]:

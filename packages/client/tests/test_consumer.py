@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 import pytest
-from client_scripted import ScriptedCluster, scripted_cluster, wait_for
+from client_scripted import ScriptedCluster, fill, scripted_cluster, wait_for
 
 from gregor.client.consumer import Consumer, ConsumerRecord
 from gregor.client.runtime import ClientClosedError
@@ -19,25 +19,6 @@ from gregor.protocol.errors import ErrorCode, OffsetOutOfRangeError, TopicAuthor
 from gregor.protocol.records import BatchBuilder, ControlType, TimestampType, build_control_batch
 
 T0 = TopicPartition("t", 0)
-
-
-def fill(
-    cluster: ScriptedCluster,
-    topic: str,
-    partition: int,
-    count: int,
-    start: int = 0,
-    per_batch: int = 10,
-    timestamp: int = 1_700_000_000_000,
-) -> None:
-    """Append `count` records (value b"<n>") in batches of `per_batch`."""
-    for first in range(start, start + count, per_batch):
-        builder = BatchBuilder()
-        for n in range(first, min(first + per_batch, start + count)):
-            builder.append(
-                b"%d" % n, key=b"k%d" % n, headers=[("n", b"%d" % n)], timestamp=timestamp + n
-            )
-        cluster.append(topic, partition, builder.build())
 
 
 def consumer(cluster: ScriptedCluster, **config: Any) -> Consumer:

@@ -133,6 +133,10 @@ class IOThread:
         async def task() -> None:
             try:
                 result = await fn(*args)
+            except trio.Cancelled:  # the loop is stopping: the caller must not wait forever
+                stopped = ClientClosedError(f"{self.name} stopped during the call")
+                loop.call_soon_threadsafe(settle, lambda: _raise(stopped))
+                raise
             except Exception as exc:
                 error = exc
                 loop.call_soon_threadsafe(settle, lambda: _raise(error))
@@ -263,6 +267,7 @@ class AsyncBridge:
         self._nursery_manager: Any = None
         self._nursery: trio.Nursery | None = None
         self.in_context = False  # started by `async with`: the nursery ends with the block
+        self._calls: set[trio.CancelScope] = set()  # calls under trio, cut short by stop()
 
     @property
     def io(self) -> IOThread | None:
@@ -288,6 +293,8 @@ class AsyncBridge:
         opened since): the nursery is cancelled now and left at `__aexit__`."""
         if self._nursery is not None:
             self._nursery.cancel_scope.cancel()
+            for scope in self._calls:
+                scope.cancel()
             if self.in_context and not leaving_context:
                 return
             manager, self._nursery, self._nursery_manager = self._nursery_manager, None, None
@@ -302,7 +309,15 @@ class AsyncBridge:
             return await self._io.call_async(fn, *args)
         if self._nursery is None or self._nursery.cancel_scope.cancel_called:
             raise ClientClosedError(f"{self.name} is not running (use `async with`)")
-        return await fn(*args)
+        # The call runs in the caller's task, not in the nursery: stop() cancels it too,
+        # since what it waits for (connections, the fetcher) stops with the nursery.
+        with trio.CancelScope() as scope:
+            self._calls.add(scope)
+            try:
+                return await fn(*args)
+            finally:
+                self._calls.discard(scope)
+        raise ClientClosedError(f"{self.name} stopped during the call")
 
     def spawn(self, fn: Callable[..., Awaitable[None]], *args: Any) -> None:
         """Start a core coroutine in the background (fire and forget)."""

@@ -20,9 +20,8 @@ from typing import Any
 from gregor.client.consumer.base import ConsumerBase
 from gregor.client.consumer.core import ConsumerCore, IoStep, ListenerCall, SpawnStep
 from gregor.client.consumer.records import ConsumerRecord
-from gregor.client.runtime import AsyncBridge, AsyncClient, Signal, awaiting
+from gregor.client.runtime import AsyncBridge, AsyncClient, ClientClosedError, Signal, awaiting
 from gregor.client.types import OffsetAndMetadata, TopicPartition
-from gregor.protocol.errors import KafkaError
 
 
 class AsyncConsumer(ConsumerBase, AsyncClient):
@@ -66,19 +65,25 @@ class AsyncConsumer(ConsumerBase, AsyncClient):
                 yield record
 
     async def _fetch(self, max_records: int, timeout: float | None) -> list[ConsumerRecord]:
+        self._ensure_open()
         core = self._core
         data = self._data
         if data is None:
             raise RuntimeError("the consumer is not started (use `async with`)")
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            await self._prepare()
+            try:
+                await self._prepare()
+            except ClientClosedError:
+                if self._closed:  # another task closed the consumer during this getmany
+                    return []
+                raise
             data.clear()
             records = core.take(max_records)
             if records:
                 return records
             remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
+            if self._closed or (remaining is not None and remaining <= 0):
                 return []
             if not core.has_records():
                 await data.wait(1.0 if remaining is None else min(remaining, 1.0))
@@ -86,8 +91,7 @@ class AsyncConsumer(ConsumerBase, AsyncClient):
     async def _prepare(self) -> None:
         """What getmany() does before handing out records (rebalance, auto commit,
         positions)."""
-        if self._closed:
-            raise KafkaError("the consumer is closed")
+        self._ensure_open()
         steps = self._core.poll_steps()
         result: Any = None
         while True:
@@ -102,6 +106,10 @@ class AsyncConsumer(ConsumerBase, AsyncClient):
                 self._bridge.spawn(step.fn, *step.args)
             else:
                 await self._run_listener(step.calls)
+
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise ClientClosedError("the consumer is closed")
 
     async def _run_listener(self, calls: list[ListenerCall]) -> None:
         for result in self._core.run_listener(calls, self):
@@ -128,10 +136,14 @@ class AsyncConsumer(ConsumerBase, AsyncClient):
     async def close(self, *, commit: bool = True) -> None:
         if self._closed:
             return
+        # Closed first, so that a getmany or an iteration in another task ends (with no
+        # records) instead of starting more work on a core that is about to stop.
+        self._closed = True
+        if self._data is not None:
+            self._data.set()
         try:
             if self._core.subscriptions.group_managed:
                 await self._run_listener(self._core._revoke_all())
             await self._bridge.call(self._core.close, commit)
         finally:
-            self._closed = True
             await super().close()
