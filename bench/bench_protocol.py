@@ -45,11 +45,14 @@ class Implementation:
 def gregor(pure_python: bool) -> Implementation:
     from gregor.protocol import records
 
-    # The decoder records.py picks at import (C when built), or its pure-Python one.
+    # The decoder and record encoder records.py picks at import (C when built), or the
+    # pure-Python ones.
     native = records._decode_records_c or records._decode_records_py
     decoder = records._decode_records_py if pure_python else native
+    encoder = None if pure_python else records._append_record
 
     def build(count: int, codec: int) -> bytes:
+        records._append_record = encoder
         builder = records.BatchBuilder(records.Compression(codec))
         append = builder.append
         for i in range(count):
@@ -65,7 +68,7 @@ def gregor(pure_python: bool) -> Implementation:
         return total
 
     name = "gregor pure Python" if pure_python else "gregor"
-    if not pure_python and records._decode_records_c is None:
+    if not pure_python and (records._decode_records_c is None or encoder is None):
         name += " (no C extension)"
     return Implementation(name, build, iterate)
 
