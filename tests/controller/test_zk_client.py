@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from functools import partial
 
 import pytest
 import trio
@@ -260,26 +261,31 @@ class Recorder:
 
 
 async def test_session_expiry_is_reported_and_the_broker_can_register_again(
-    zk: KafkaZkClient, zk_connect: str
+    proxy: StallingProxy, proxied: tuple[KafkaZkClient, Recorder], zk_connect: str
 ) -> None:
-    recorder = Recorder()
-    zk.add_session_listener(recorder)
+    zk, recorder = proxied
     rearmed: list[str] = []
     zk.set_child_handler("/brokers/ids", lambda: rearmed.append("ids"))
     await zk.register_broker(BROKER)
     old_session = zk.session_id
     # ZooKeeper's way to expire a session on demand: another client joins it and leaves.
-    session_id, password = zk.session.kazoo.client_id
-    thief = KazooClient(zk_connect.split("/")[0], client_id=(session_id, password))
-    thief.start(timeout=15)
-    thief.stop()
-    thief.close()
+    # The broker is cut off meanwhile, or it could take its session back first.
+    proxy.stall(1_000_000)
+    await trio.to_thread.run_sync(expire, zk_connect, zk.session.kazoo.client_id)
+    proxy.heal()
     await wait_for(lambda: recorder.events == ["expired", "established"], "a new session")
     assert zk.session_id not in (old_session, -1)
     assert "ids" in rearmed  # every handler fired, so watches get re-armed
     assert await zk.get_broker_ids() == []  # the ephemeral went with the old session
     epoch = await zk.register_broker(BROKER)
     assert (await zk.get_all_brokers())[1] == (BROKER, epoch)
+
+
+def expire(zk_connect: str, client_id: tuple[int, bytes]) -> None:
+    thief = KazooClient(zk_connect.split("/")[0], client_id=client_id)
+    thief.start(timeout=15)
+    thief.stop()
+    thief.close()
 
 
 async def test_calls_wait_for_zookeeper_to_come_back(own_zookeeper: ZooKeeper) -> None:
@@ -307,3 +313,94 @@ async def test_calls_wait_for_zookeeper_to_come_back(own_zookeeper: ZooKeeper) -
         assert "ids" in fired
     finally:
         await client.close()
+
+
+class StallingProxy:
+    """TCP in front of ZooKeeper that can cut its clients off: drop their connections and
+    accept the next ones without ever reading them. A restarting ZooKeeper does that (3.8
+    accepts connections during its startup and leaves the handshake unanswered)."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self.upstream = upstream
+        self.port = 0
+        self.to_stall = 0
+        self.stalled = 0  # connections left unanswered so far
+        self._open: list[trio.CancelScope] = []
+
+    async def handle(self, stream: trio.SocketStream) -> None:
+        with trio.CancelScope() as scope:
+            self._open.append(scope)
+            async with stream:
+                if self.to_stall:
+                    self.to_stall -= 1
+                    self.stalled += 1
+                    await trio.sleep_forever()
+                server = await trio.open_tcp_stream(*self.upstream)
+                async with server, trio.open_nursery() as nursery:
+                    nursery.start_soon(_pump, stream, server)
+                    await _pump(server, stream)
+                    nursery.cancel_scope.cancel()
+
+    def stall(self, count: int) -> None:
+        """Drop every connection, and leave the next `count` ones unanswered."""
+        self.to_stall = count
+        self._drop()
+
+    def heal(self) -> None:
+        """Forward again, dropping the unanswered connections so clients retry now."""
+        self.to_stall = 0
+        self._drop()
+
+    def _drop(self) -> None:
+        for scope in self._open:
+            scope.cancel()
+        self._open.clear()
+
+
+async def _pump(source: trio.SocketStream, sink: trio.SocketStream) -> None:
+    while data := await source.receive_some():
+        await sink.send_all(data)
+
+
+@pytest.fixture
+async def proxy(zookeeper: ZooKeeper) -> AsyncIterator[StallingProxy]:
+    proxy = StallingProxy((zookeeper.host, zookeeper.port))
+    async with trio.open_nursery() as nursery:
+        serve = partial(trio.serve_tcp, host=zookeeper.host, handler_nursery=nursery)
+        listeners = await nursery.start(serve, proxy.handle, 0)
+        proxy.port = listeners[0].socket.getsockname()[1]
+        yield proxy
+        nursery.cancel_scope.cancel()
+
+
+@pytest.fixture
+async def proxied(
+    proxy: StallingProxy, zk_connect: str
+) -> AsyncIterator[tuple[KafkaZkClient, Recorder]]:
+    """A client reaching ZooKeeper through the proxy (a 9 s session), and what its session
+    listener heard."""
+    chroot = zk_connect.partition("/")[2]
+    client = KafkaZkClient(f"{proxy.upstream[0]}:{proxy.port}/{chroot}", session_timeout_ms=9000)
+    await client.start()
+    recorder = Recorder()
+    client.add_session_listener(recorder)
+    try:
+        yield client, recorder
+    finally:
+        await client.close()
+
+
+async def test_an_unanswered_handshake_does_not_cost_the_session(
+    proxy: StallingProxy, proxied: tuple[KafkaZkClient, Recorder]
+) -> None:
+    client, recorder = proxied
+    await client.register_broker(BROKER)
+    session = client.session_id
+    # Each handshake waits a third of the session timeout: two unanswered ones in a row
+    # still leave time to reach the server (waiting the whole timeout would not).
+    proxy.stall(2)
+    await wait_for(lambda: not client.session.connected, "the connection lost")
+    assert await client.get_broker_ids() == [1]  # the ephemeral outlived the stalls
+    assert proxy.stalled == 2
+    assert client.session_id == session
+    assert recorder.events == []

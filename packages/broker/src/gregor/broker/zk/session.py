@@ -15,7 +15,9 @@ reconnection all handlers fire once, so every watch gets re-armed.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import socket
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
@@ -29,7 +31,9 @@ from kazoo.exceptions import (
     OperationTimeoutError,
     SessionExpiredError,
 )
+from kazoo.handlers.threading import SequentialThreadingHandler
 from kazoo.protocol.states import EventType, WatchedEvent
+from kazoo.retry import KazooRetry
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +41,17 @@ T = TypeVar("T")
 Handler = Callable[[], None]
 
 ZK_THREADS = 16
+# kazoo waits up to a whole session timeout (with one host) for the answer to its
+# handshake. A ZooKeeper that is starting up can accept a connection and never read it
+# (3.8 does, right after a restart): waiting that long on it lets the session expire
+# although the server is up. A handshake gets this share of the session timeout instead,
+# so the next attempt reaches the server while the session is still alive.
+HANDSHAKE_SHARE = 1 / 3
+# Between connection attempts, as Kafka's ZooKeeper client (up to 1 s): kazoo's default
+# backoff grows without bound, so after a long outage it would reconnect about as late as
+# the outage lasted, often past the session timeout.
+RECONNECT_DELAY = 0.1
+RECONNECT_MAX_DELAY = 1.0
 # Failures worth retrying once the connection is back; anything else is an answer.
 _RETRIABLE = (ConnectionLoss, OperationTimeoutError)
 
@@ -114,7 +129,14 @@ class ZkSession:
         hosts, chroot = split_chroot(self.connect)
         if chroot:
             await trio.to_thread.run_sync(self._ensure_chroot, hosts, chroot)
-        zk = KazooClient(hosts + chroot, timeout=self.session_timeout)
+        zk = KazooClient(
+            hosts + chroot,
+            timeout=self.session_timeout,
+            handler=_HandshakeLimit(self.session_timeout * HANDSHAKE_SHARE, self._live),
+            connection_retry=KazooRetry(
+                max_tries=-1, delay=RECONNECT_DELAY, max_delay=RECONNECT_MAX_DELAY
+            ),
+        )
         zk.add_listener(self._on_state)
         self._zk = zk
         try:
@@ -273,6 +295,30 @@ class ZkSession:
             token.run_sync_soon(fn, *args)
         except trio.RunFinishedError:
             pass
+
+
+class _HandshakeLimit(SequentialThreadingHandler):  # type: ignore[misc]
+    """kazoo's handler, shutting down a new connection on which no session was established
+    within `limit` seconds: kazoo sees it dropped and tries again."""
+
+    def __init__(self, limit: float, connected: threading.Event) -> None:
+        super().__init__()
+        self.limit = limit
+        self.connected = connected
+
+    def create_connection(self, *args: Any, **kwargs: Any) -> socket.socket:
+        sock: socket.socket = super().create_connection(*args, **kwargs)
+        timer = threading.Timer(self.limit, self._give_up, (sock,))
+        timer.daemon = True
+        timer.start()
+        return sock
+
+    def _give_up(self, sock: socket.socket) -> None:
+        # Not connected now: this socket never established the session, or has been
+        # dropped already (shutting down a closed socket raises, harmlessly).
+        if not self.connected.is_set():
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
 
 def _set_or_remove(handlers: dict[str, Handler], path: str, handler: Handler | None) -> None:
