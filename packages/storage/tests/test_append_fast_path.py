@@ -22,6 +22,7 @@ from gregor.storage import AppendInfo, AppendOrigin, Log, fast_append
 from gregor.storage import log as log_module
 from gregor.storage.fast_append import AppendProduced
 from gregor.storage.files import FileHandle
+from gregor.storage.index import OffsetIndex
 from gregor.storage.segment import LogSegment
 
 IMPLEMENTATIONS: list[AppendProduced] = [LogSegment.append_produced]
@@ -185,10 +186,50 @@ def test_both_implementations_return_and_write_the_same(
                 log._leo = offset + results[-1].records_count
         assert results[0] == results[1]
         assert type(results[0]) is type(results[1])
-        fields = ("_size", "_bytes_since_index", "_max_timestamp", "_fast_size_limit")
+        fields = (
+            "_size",
+            "_bytes_since_index",
+            "_max_timestamp",
+            "_fast_size_limit",
+            "_fast_time_indexed",
+        )
         a, b = (log.active_segment for log in logs)
         assert [getattr(a, f) for f in fields] == [getattr(b, f) for f in fields]
         assert a.offset_index.entries == b.offset_index.entries
     for log in logs:
         log.close()
     assert log_files(logs[0]) == log_files(logs[1])
+
+
+def test_the_extension_reads_slots_only_of_the_classes_it_was_bound_to(
+    open_test_log: LogOpener,
+) -> None:
+    if len(IMPLEMENTATIONS) == 1:
+        pytest.skip("the C extension was not built")
+    native = fast_append.append_produced
+    log = open_test_log()
+    batch = make_batch([b"a"])
+    log.append_as_leader(batch, 0)
+
+    class Impostor:  # the same names, no slots: the offsets must not be used on it
+        def __init__(self, segment: LogSegment) -> None:
+            for name in LogSegment.__slots__[1:]:
+                setattr(self, name, getattr(segment, name))
+
+    with pytest.raises(TypeError, match="segment is a Impostor, not a LogSegment"):
+        native(Impostor(log.active_segment), batch, 1, 0, 1 << 20, 0)  # type: ignore[arg-type]
+    assert log.active_segment.size == len(batch)  # nothing written
+    bind = fast_append.native_function("bind", "gregor.storage._fast_append")
+    assert bind is not None
+    with pytest.raises(TypeError, match=r"Impostor\._fast_size_limit is not a writable slot"):
+        bind(AppendInfo, Impostor, OffsetIndex, FileHandle)
+    with pytest.raises(TypeError, match="a tuple subclass"):
+        bind(list, LogSegment, OffsetIndex, FileHandle)
+
+    class Slotted(LogSegment):
+        __slots__ = ()
+
+    # The offsets are process-wide: one set of classes.
+    with pytest.raises(ValueError, match="already bound to LogSegment, not Slotted"):
+        bind(AppendInfo, Slotted, OffsetIndex, FileHandle)
+    assert bind(AppendInfo, LogSegment, OffsetIndex, FileHandle) is not None

@@ -3,20 +3,24 @@
  * (segment.py), which is the reference and says what it does; fast_append.py picks this
  * one when it was built. The tests run both on the same appends.
  *
- *   bind(result_type) -> append_produced(segment, records, base_offset, leader_epoch,
- *                                         max_size, log_start_offset)
+ *   bind(result_type, segment_type, index_type, handle_type)
+ *       -> append_produced(segment, records, base_offset, leader_epoch, max_size,
+ *                          log_start_offset)
  *       -> result_type(...) (the log's AppendInfo), or None, having written nothing
  *
  * It reads and updates the segment's fast-path attributes as the reference does, in the
- * same order. The batch check and CRC-32C are gregor-protocol's, reached through the
- * capsule its extension exports (_produced_batch.h): this module does not import without
- * it.
+ * same order, through the offsets of their slots (LogSegment, OffsetIndex and FileHandle
+ * have __slots__), resolved once in bind: a load or a store each, no lookup by name. The
+ * batch check and CRC-32C are gregor-protocol's, reached through the capsule its extension
+ * exports (_produced_batch.h): this module does not import without it.
  */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <errno.h>
 #include <stdint.h>
+#include <string.h>
+#include <structmember.h>
 #include <sys/uio.h>
 
 #include "_produced_batch.h"
@@ -26,18 +30,67 @@
 
 static const gregor_produced_batch_api *api;
 
-/* The attribute names, interned once. */
+/* The state the call reads and writes: slots of the segment, its offset index and its file
+ * handle, reached through their offsets (resolved once, in bind), not by name. */
 enum {
-    FAST_SIZE_LIMIT, SIZE, BYTES_SINCE_INDEX, FAST_INDEX_INTERVAL, OFFSET_INDEX, LOG, FD,
+    FAST_SIZE_LIMIT, SIZE, BYTES_SINCE_INDEX, FAST_INDEX_INTERVAL, OFFSET_INDEX, LOG,
     FAST_OFFSET_LIMIT, FAST_TIMESTAMP_LIMIT, BASE_OFFSET, MAX_TIMESTAMP, FAST_TIME_INDEXED,
-    TIME_INDEX, MAPPING, ENTRIES, MAX_ENTRIES, APPEND_IN_ORDER, NAMES
+    TIME_INDEX, /* the segment's */
+    MAPPING, ENTRIES, MAX_ENTRIES, /* the offset index's */
+    FD, /* the file handle's */
+    SLOTS
 };
-static const char *const name_text[NAMES] = {
-    "_fast_size_limit", "_size", "_bytes_since_index", "_fast_index_interval",
-    "_offset_index", "_log", "fd", "_fast_offset_limit", "_fast_timestamp_limit",
-    "base_offset", "_max_timestamp", "_fast_time_indexed", "_time_index", "mapping",
-    "entries", "max_entries", "append_in_order"};
-static PyObject *names[NAMES];
+enum { SEGMENT, INDEX, HANDLE, OWNERS };
+static const struct {
+    int owner;
+    const char *name;
+} slot_spec[SLOTS] = {
+    {SEGMENT, "_fast_size_limit"}, {SEGMENT, "_size"}, {SEGMENT, "_bytes_since_index"},
+    {SEGMENT, "_fast_index_interval"}, {SEGMENT, "_offset_index"}, {SEGMENT, "_log"},
+    {SEGMENT, "_fast_offset_limit"}, {SEGMENT, "_fast_timestamp_limit"},
+    {SEGMENT, "base_offset"}, {SEGMENT, "_max_timestamp"}, {SEGMENT, "_fast_time_indexed"},
+    {SEGMENT, "_time_index"}, {INDEX, "mapping"}, {INDEX, "entries"},
+    {INDEX, "max_entries"}, {HANDLE, "fd"}};
+static Py_ssize_t slot_offset[SLOTS];
+static PyTypeObject *owner_type[OWNERS]; /* the classes whose slots those are */
+static PyObject *append_in_order_name;
+
+static PyObject **
+slot_ref(PyObject *obj, int name)
+{
+    return (PyObject **)((char *)obj + slot_offset[name]);
+}
+
+/* A borrowed reference to the slot's value; NULL with AttributeError when it is unset. */
+static PyObject *
+get_slot(PyObject *obj, int name)
+{
+    PyObject *value = *slot_ref(obj, name);
+    if (value == NULL) {
+        PyErr_Format(PyExc_AttributeError, "%s is not set", slot_spec[name].name);
+    }
+    return value;
+}
+
+/* Stores value (a new reference, which it takes) into the slot. */
+static void
+set_slot(PyObject *obj, int name, PyObject *value)
+{
+    Py_XSETREF(*slot_ref(obj, name), value);
+}
+
+/* obj, when it is an instance of the class whose slots the caller reads; else NULL with
+ * TypeError (the offsets would point elsewhere in another object). */
+static PyObject *
+owned(PyObject *obj, int owner, const char *what)
+{
+    if (!PyObject_TypeCheck(obj, owner_type[owner])) {
+        PyErr_Format(PyExc_TypeError, "%s is a %.100s, not a %.100s", what, Py_TYPE(obj)->tp_name,
+                     owner_type[owner]->tp_name);
+        return NULL;
+    }
+    return obj;
+}
 
 /* Writes the stamped prefix then the rest of the batch at position, finishing short writes
  * and retrying EINTR (after running signal handlers) as os.pwritev and FileHandle.pwrite
@@ -82,12 +135,11 @@ write_batch(int fd, const unsigned char *prefix, const unsigned char *data, Py_s
 static int
 get_int(PyObject *obj, int name, long long *out)
 {
-    PyObject *value = PyObject_GetAttr(obj, names[name]);
+    PyObject *value = get_slot(obj, name);
     if (value == NULL) {
         return -1;
     }
     *out = PyLong_AsLongLong(value);
-    Py_DECREF(value);
     return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
 }
 
@@ -98,9 +150,8 @@ set_int(PyObject *obj, int name, long long value)
     if (number == NULL) {
         return -1;
     }
-    int status = PyObject_SetAttr(obj, names[name], number);
-    Py_DECREF(number);
-    return status;
+    set_slot(obj, name, number);
+    return 0;
 }
 
 /* The segment's bookkeeping after the write, as the reference does it. */
@@ -112,7 +163,7 @@ account(PyObject *segment, PyObject *offsets, long long position, long long size
     if (set_int(segment, SIZE, position + size) < 0) {
         return -1;
     }
-    PyObject *entry = PyObject_GetAttr(segment, names[MAX_TIMESTAMP]);
+    PyObject *entry = Py_XNewRef(get_slot(segment, MAX_TIMESTAMP));
     if (entry == NULL) {
         return -1;
     }
@@ -135,9 +186,10 @@ account(PyObject *segment, PyObject *offsets, long long position, long long size
     if (grows) {
         Py_DECREF(entry);
         entry = Py_BuildValue("(LL)", max_timestamp, last_offset);
-        if (entry == NULL || PyObject_SetAttr(segment, names[MAX_TIMESTAMP], entry) < 0) {
+        if (entry == NULL) {
             goto fail;
         }
+        set_slot(segment, MAX_TIMESTAMP, Py_NewRef(entry));
         entry_timestamp = max_timestamp;
     }
     if (index_due) {
@@ -152,11 +204,11 @@ account(PyObject *segment, PyObject *offsets, long long position, long long size
             if (set_int(segment, FAST_TIME_INDEXED, entry_timestamp) < 0) {
                 goto fail;
             }
-            PyObject *times = PyObject_GetAttr(segment, names[TIME_INDEX]);
+            PyObject *times = Py_XNewRef(get_slot(segment, TIME_INDEX));
             if (times == NULL) {
                 goto fail;
             }
-            PyObject *ok = PyObject_CallMethodObjArgs(times, names[APPEND_IN_ORDER],
+            PyObject *ok = PyObject_CallMethodObjArgs(times, append_in_order_name,
                                                       PyTuple_GET_ITEM(entry, 0),
                                                       PyTuple_GET_ITEM(entry, 1), NULL);
             Py_DECREF(times);
@@ -214,7 +266,10 @@ append_produced(PyObject *result_type, PyObject *const *args, Py_ssize_t nargs)
                         "max_size, log_start_offset)");
         return NULL;
     }
-    PyObject *segment = args[0];
+    PyObject *segment = owned(args[0], SEGMENT, "segment");
+    if (segment == NULL) {
+        return NULL;
+    }
     long long base_offset = PyLong_AsLongLong(args[2]);
     long long leader_epoch = PyLong_AsLongLong(args[3]);
     long long max_size = PyLong_AsLongLong(args[4]);
@@ -251,10 +306,11 @@ append_produced(PyObject *result_type, PyObject *const *args, Py_ssize_t nargs)
         goto done;
     }
     if (get_int(segment, BYTES_SINCE_INDEX, &since) < 0 ||
-        (offsets = PyObject_GetAttr(segment, names[OFFSET_INDEX])) == NULL ||
+        (offsets = Py_XNewRef(get_slot(segment, OFFSET_INDEX))) == NULL ||
+        owned(offsets, INDEX, "the offset index") == NULL ||
         get_int(segment, FAST_INDEX_INTERVAL, &interval) < 0 ||
         get_int(offsets, ENTRIES, &slot) < 0 ||
-        (mapping = PyObject_GetAttr(offsets, names[MAPPING])) == NULL) {
+        (mapping = Py_XNewRef(get_slot(offsets, MAPPING))) == NULL) {
         goto done;
     }
     int index_due = since > interval;
@@ -267,13 +323,9 @@ append_produced(PyObject *result_type, PyObject *const *args, Py_ssize_t nargs)
         }
     }
     /* The descriptor as it is now (-1 once closed: the write then fails with EBADF). */
-    PyObject *handle = PyObject_GetAttr(segment, names[LOG]);
-    if (handle == NULL) {
-        goto done;
-    }
-    int fd_status = get_int(handle, FD, &fd);
-    Py_DECREF(handle);
-    if (fd_status < 0 || get_int(segment, BASE_OFFSET, &base) < 0) {
+    PyObject *handle = get_slot(segment, LOG);
+    if (handle == NULL || owned(handle, HANDLE, "the segment's file") == NULL ||
+        get_int(handle, FD, &fd) < 0 || get_int(segment, BASE_OFFSET, &base) < 0) {
         goto done;
     }
     unsigned char prefix[GREGOR_STAMPED_PREFIX];
@@ -314,31 +366,88 @@ static PyMethodDef append_def = {
     "append_produced(segment, records, base_offset, leader_epoch, max_size, log_start_offset)"
     " -> result or None (see LogSegment.append_produced)"};
 
-static PyObject *
-bind(PyObject *module, PyObject *result_type)
+/* The offsets of the slots named in slot_spec, from the classes' member descriptors. */
+static int
+resolve_slots(PyTypeObject *const types[OWNERS], Py_ssize_t offsets[SLOTS])
 {
-    if (!PyType_Check(result_type) ||
-        !PyType_IsSubtype((PyTypeObject *)result_type, &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError, "bind(result_type): a tuple subclass");
+    for (int i = 0; i < SLOTS; i++) {
+        PyObject *descr = PyObject_GetAttrString((PyObject *)types[slot_spec[i].owner],
+                                                 slot_spec[i].name);
+        if (descr == NULL && !PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            return -1;
+        }
+        PyErr_Clear();
+        int ok = descr != NULL && Py_IS_TYPE(descr, &PyMemberDescr_Type) &&
+                 ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX &&
+                 !(((PyMemberDescrObject *)descr)->d_member->flags & READONLY);
+        if (ok) {
+            offsets[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
+        }
+        Py_XDECREF(descr);
+        if (!ok) {
+            PyErr_Format(PyExc_TypeError, "%.100s.%s is not a writable slot",
+                         types[slot_spec[i].owner]->tp_name, slot_spec[i].name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *
+bind(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    static const char usage[] =
+        "bind(result_type, segment_type, index_type, handle_type): a tuple subclass and the "
+        "classes of the segment, its offset index and its file handle";
+    if (nargs != 1 + OWNERS || !PyType_Check(args[0]) ||
+        !PyType_IsSubtype((PyTypeObject *)args[0], &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, usage);
         return NULL;
     }
-    return PyCFunction_NewEx(&append_def, result_type, NULL);
+    PyTypeObject *types[OWNERS];
+    for (int i = 0; i < OWNERS; i++) {
+        if (!PyType_Check(args[1 + i])) {
+            PyErr_SetString(PyExc_TypeError, usage);
+            return NULL;
+        }
+        types[i] = (PyTypeObject *)args[1 + i];
+    }
+    Py_ssize_t offsets[SLOTS];
+    if (resolve_slots(types, offsets) < 0) {
+        return NULL;
+    }
+    for (int i = 0; i < OWNERS; i++) {
+        /* The offsets are process-wide: one set of classes for every bound function. */
+        if (owner_type[i] != NULL && owner_type[i] != types[i]) {
+            PyErr_Format(PyExc_ValueError, "already bound to %.100s, not %.100s",
+                         owner_type[i]->tp_name, types[i]->tp_name);
+            return NULL;
+        }
+    }
+    for (int i = 0; i < OWNERS; i++) {
+        if (owner_type[i] == NULL) {
+            owner_type[i] = (PyTypeObject *)Py_NewRef(types[i]);
+        }
+    }
+    memcpy(slot_offset, offsets, sizeof(offsets));
+    return PyCFunction_NewEx(&append_def, args[0], NULL);
 }
 
 static PyMethodDef module_methods[] = {
-    {"bind", bind, METH_O, "bind(result_type) -> append_produced, returning result_type"},
+    {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
+     "bind(result_type, segment_type, index_type, handle_type) -> append_produced, returning "
+     "result_type"},
     {NULL, NULL, 0, NULL},
 };
 
-/* Interns the attribute names and takes gregor-protocol's API; -1 with an exception set
- * when that extension is missing or of another version. */
+/* Interns the method name and takes gregor-protocol's API; -1 with an exception set when
+ * that extension is missing or of another version. */
 static int
 prepare(void)
 {
-    for (int i = 0; i < NAMES; i++) {
-        if (names[i] == NULL && (names[i] = PyUnicode_InternFromString(name_text[i])) == NULL) {
-            return -1;
-        }
+    if (append_in_order_name == NULL &&
+        (append_in_order_name = PyUnicode_InternFromString("append_in_order")) == NULL) {
+        return -1;
     }
     api = PyCapsule_Import(GREGOR_PRODUCED_BATCH_CAPSULE, 0);
     if (api == NULL) {
@@ -352,7 +461,7 @@ prepare(void)
     return 0;
 }
 
-/* No per-module state (the names and the API are process-wide): single-phase init. */
+/* No per-module state (the slot offsets, the name and the API are process-wide): single-phase init. */
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
     .m_name = "gregor.storage._fast_append",

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gregor.protocol.native import native_function
+from gregor.storage.files import FileHandle
+from gregor.storage.index import OffsetIndex
 from gregor.storage.results import AppendInfo
 from gregor.storage.segment import LogSegment
 
@@ -24,7 +26,8 @@ def _native() -> AppendProduced | None:
     bind = native_function("bind", "gregor.storage._fast_append")
     if bind is None:
         return None
-    function: AppendProduced = bind(AppendInfo)
+    # The classes whose slots it reads and writes (by offset: they must have __slots__).
+    function: AppendProduced = bind(AppendInfo, LogSegment, OffsetIndex, FileHandle)
     return function
 
 

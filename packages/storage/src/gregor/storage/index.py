@@ -44,6 +44,21 @@ class CorruptIndexError(Exception):
 class _MappedIndex:
     entry_size: ClassVar[int]
     _struct: ClassVar[struct.Struct]
+    # Slots: the append fast path's C twin reaches `mapping`, `entries` and `max_entries`
+    # through their offsets (see fast_append).
+    __slots__ = (
+        "_data",
+        "_handle",
+        "_last_n",
+        "_length",
+        "base_offset",
+        "entries",
+        "mapping",
+        "max_entries",
+        "max_index_size",
+        "path",
+        "writable",
+    )
 
     def __init__(
         self, path: Path, base_offset: int, max_index_size: int, *, writable: bool
@@ -264,6 +279,7 @@ class _MappedIndex:
 class OffsetIndex(_MappedIndex):
     """Offset -> position in the `.log` file, one entry per `index.interval.bytes`."""
 
+    __slots__ = ()
     entry_size = 8
     _struct = _OFFSET_ENTRY
 
@@ -340,6 +356,7 @@ class OffsetIndex(_MappedIndex):
 class TimeIndex(_MappedIndex):
     """Timestamp -> offset: where the segment's largest timestamp so far was reached."""
 
+    __slots__ = ("_last",)
     entry_size = 12
     _struct = _TIME_ENTRY
 
@@ -351,7 +368,7 @@ class TimeIndex(_MappedIndex):
         timestamp, relative = _TIME_ENTRY.unpack_from(self._buffer(), n * 12)
         return timestamp, self.base_offset + relative
 
-    _last: tuple[int, int] = (-1, -1)
+    _last: tuple[int, int]  # valid while _last_n is the entry count
 
     def last_entry(self) -> tuple[int, int]:
         n = self.entries

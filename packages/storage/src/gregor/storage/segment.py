@@ -115,6 +115,35 @@ class SegmentOffsetOverflowError(Exception):
 class LogSegment:
     """A `.log` file with its `.index`, `.timeindex` and `.txnindex`."""
 
+    # Slots: the C twin of `append_produced` reads and writes the fast path's state through
+    # these slots' offsets (resolved once, in `fast_append`), not by name.
+    __slots__ = (
+        "__weakref__",
+        "_bytes_since_index",
+        "_fast_index_interval",
+        "_fast_offset_limit",
+        "_fast_size_limit",
+        "_fast_time_indexed",
+        "_fast_timestamp_limit",
+        "_log",
+        "_max_timestamp",
+        "_offset_index",
+        "_read_hint",
+        "_rolling_timestamp",
+        "_size",
+        "_time_index",
+        "active",
+        "base_offset",
+        "config",
+        "created_ms",
+        "deleted",
+        "directory",
+        "log_path",
+        "roll_jitter_ms",
+        "suffix",
+        "txn_index",
+    )
+
     def __init__(
         self,
         directory: Path,
