@@ -132,15 +132,25 @@ write_batch(int fd, const unsigned char *prefix, const unsigned char *data, Py_s
     return 0;
 }
 
+/* Not PyLong_AsLongLong: for ints past 2**30 (the limits, timestamps) it goes through a
+ * byte array; this one reads the digits. */
+static int
+as_int(PyObject *value, const char *what, long long *out)
+{
+    int overflow;
+    *out = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow) {
+        PyErr_Format(PyExc_OverflowError, "%s does not fit 64 bits", what);
+        return -1;
+    }
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
 static int
 get_int(PyObject *obj, int name, long long *out)
 {
     PyObject *value = get_slot(obj, name);
-    if (value == NULL) {
-        return -1;
-    }
-    *out = PyLong_AsLongLong(value);
-    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+    return value == NULL ? -1 : as_int(value, slot_spec[name].name, out);
 }
 
 static int
@@ -177,8 +187,7 @@ account(PyObject *segment, PyObject *offsets, long long position, long long size
             PyErr_SetString(PyExc_TypeError, "_max_timestamp is not a (timestamp, offset) pair");
             goto fail;
         }
-        entry_timestamp = PyLong_AsLongLong(first);
-        if (entry_timestamp == -1 && PyErr_Occurred()) {
+        if (as_int(first, "_max_timestamp", &entry_timestamp) < 0) {
             goto fail;
         }
         grows = max_timestamp > entry_timestamp;
@@ -270,12 +279,12 @@ append_produced(PyObject *result_type, PyObject *const *args, Py_ssize_t nargs)
     if (segment == NULL) {
         return NULL;
     }
-    long long base_offset = PyLong_AsLongLong(args[2]);
-    long long leader_epoch = PyLong_AsLongLong(args[3]);
-    long long max_size = PyLong_AsLongLong(args[4]);
-    long long log_start_offset = PyLong_AsLongLong(args[5]);
-    long long size_limit;
-    if (PyErr_Occurred() || get_int(segment, FAST_SIZE_LIMIT, &size_limit) < 0) {
+    long long base_offset, leader_epoch, max_size, log_start_offset, size_limit;
+    if (as_int(args[2], "base_offset", &base_offset) < 0 ||
+        as_int(args[3], "leader_epoch", &leader_epoch) < 0 ||
+        as_int(args[4], "max_size", &max_size) < 0 ||
+        as_int(args[5], "log_start_offset", &log_start_offset) < 0 ||
+        get_int(segment, FAST_SIZE_LIMIT, &size_limit) < 0) {
         return NULL;
     }
     if (size_limit < 0) { /* disarmed: the files may be gone */
