@@ -11,33 +11,48 @@ from __future__ import annotations
 import errno
 import os
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from storage_testing import FakeClock, LogOpener, make_batch
 
 from gregor.protocol.errors import CorruptRecordError, KafkaStorageError, MessageTooLargeError
+from gregor.protocol.native import native_function
 from gregor.protocol.records import STAMPED_PREFIX, stamp_produced_batch
 from gregor.storage import AppendInfo, AppendOrigin, Log, fast_append
 from gregor.storage import log as log_module
-from gregor.storage.fast_append import AppendProduced
+from gregor.storage.config import LogConfig
+from gregor.storage.fast_append import AppendProduced, Records
 from gregor.storage.files import FileHandle
 from gregor.storage.index import OffsetIndex
 from gregor.storage.segment import LogSegment
+from gregor.storage.segments import SegmentList
 
 IMPLEMENTATIONS: list[AppendProduced] = [LogSegment.append_produced]
+LEADER_IMPLEMENTATIONS: list[LeaderAppend] = [Log._append_fast]
 if fast_append.append_produced is not LogSegment.append_produced:
     IMPLEMENTATIONS.append(fast_append.append_produced)
+    native_leader = fast_append.native_leader_append(Log)
+    assert native_leader is not None
+    LEADER_IMPLEMENTATIONS.append(native_leader)
 
 
-@pytest.fixture(autouse=True, params=IMPLEMENTATIONS, ids=["py", "c"][: len(IMPLEMENTATIONS)])
+@pytest.fixture(
+    autouse=True,
+    params=list(zip(IMPLEMENTATIONS, LEADER_IMPLEMENTATIONS, strict=True)),
+    ids=["py", "c"][: len(IMPLEMENTATIONS)],
+)
 def implementation(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> AppendProduced:
-    """The log's fast path through each implementation in turn."""
-    function: AppendProduced = request.param
+    """The log's fast path through each implementation in turn: the references
+    (Log._append_fast calling LogSegment.append_produced), or their C twins."""
+    function, leader = request.param
     monkeypatch.setattr(log_module, "_append_produced", function)
-    return function
+    monkeypatch.setattr(log_module, "_leader_append", leader)
+    result: AppendProduced = function
+    return result
 
 
 def test_the_extension_is_used_when_built() -> None:
@@ -54,6 +69,9 @@ def stamp_and_join(batch: bytes, offset: int, epoch: int) -> bytes:
     return stamped[0] + batch[STAMPED_PREFIX:]
 
 
+LeaderAppend = Callable[[Log, Records, int], AppendInfo | None]
+
+
 def checked_append(log: Log, records: bytes, epoch: int) -> AppendInfo:
     return log._append_as_leader_checked(records, epoch, AppendOrigin.CLIENT)
 
@@ -63,18 +81,20 @@ def log_files(log: Log) -> dict[str, bytes]:
 
 
 def test_fast_and_checked_appends_write_the_same_files(
-    open_test_log: LogOpener, tmp_path: Path, clock: FakeClock
+    open_test_log: LogOpener, tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings = {"segment_bytes": 40_000, "index_interval_bytes": 1000}
     fast = open_test_log(tmp_path / "fast-0", **settings)
     checked = open_test_log(tmp_path / "checked-0", **settings)
     slow_calls = []
+    checking_path = Log._append_as_leader_checked
 
-    def counted(records: bytes, epoch: int, origin: AppendOrigin) -> AppendInfo:
-        slow_calls.append(len(records))
-        return Log._append_as_leader_checked(fast, records, epoch, origin)
+    def counted(log: Log, records: bytes, epoch: int, origin: AppendOrigin) -> AppendInfo:
+        if log is fast:
+            slow_calls.append(len(records))
+        return checking_path(log, records, epoch, origin)
 
-    fast._append_as_leader_checked = counted  # type: ignore[method-assign]
+    monkeypatch.setattr(Log, "_append_as_leader_checked", counted)
     rng = random.Random(7)
     timestamp = 1_000
     fast_infos, checked_infos = [], []
@@ -219,7 +239,7 @@ def test_the_extension_reads_slots_only_of_the_classes_it_was_bound_to(
     with pytest.raises(TypeError, match="segment is a Impostor, not a LogSegment"):
         native(Impostor(log.active_segment), batch, 1, 0, 1 << 20, 0)  # type: ignore[arg-type]
     assert log.active_segment.size == len(batch)  # nothing written
-    bind = fast_append.native_function("bind", "gregor.storage._fast_append")
+    bind = native_function("bind", "gregor.storage._fast_append")
     assert bind is not None
     with pytest.raises(TypeError, match=r"Impostor\._fast_size_limit is not a writable slot"):
         bind(AppendInfo, Impostor, OffsetIndex, FileHandle)
@@ -233,3 +253,20 @@ def test_the_extension_reads_slots_only_of_the_classes_it_was_bound_to(
     with pytest.raises(ValueError, match="already bound to LogSegment, not Slotted"):
         bind(AppendInfo, Slotted, OffsetIndex, FileHandle)
     assert bind(AppendInfo, LogSegment, OffsetIndex, FileHandle) is not None
+
+
+def test_the_log_twin_reads_slots_only_of_a_log(open_test_log: LogOpener) -> None:
+    if len(IMPLEMENTATIONS) == 1:
+        pytest.skip("the C extension was not built")
+    leader = fast_append.native_leader_append(Log)
+    assert leader is not None
+    log = open_test_log()
+    batch = make_batch([b"a"])
+    log.append_as_leader(batch, 0)
+    with pytest.raises(TypeError, match="log is a LogSegment, not a Log"):
+        leader(log.active_segment, batch, 0)  # type: ignore[arg-type]
+    info = leader(log, batch, 0)
+    assert info is not None and (info.first_offset, log.log_end_offset) == (1, 2)
+    bind_leader = native_function("bind_leader", "gregor.storage._fast_append")
+    with pytest.raises(TypeError, match=r"OffsetIndex\.config is not a writable slot"):
+        bind_leader(AppendInfo, OffsetIndex, SegmentList, LogConfig)

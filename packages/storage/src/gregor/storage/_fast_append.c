@@ -1,16 +1,22 @@
 /*
- * The append fast path of gregor.storage, in C: the twin of LogSegment.append_produced
- * (segment.py), which is the reference and says what it does; fast_append.py picks this
- * one when it was built. The tests run both on the same appends.
+ * The append fast path of gregor.storage, in C: the twins of LogSegment.append_produced
+ * (segment.py) and Log._append_fast (log.py), which are the references and say what they
+ * do; fast_append.py and log.py pick these when they were built. The tests run both on the
+ * same appends.
  *
  *   bind(result_type, segment_type, index_type, handle_type)
  *       -> append_produced(segment, records, base_offset, leader_epoch, max_size,
  *                          log_start_offset)
  *       -> result_type(...) (the log's AppendInfo), or None, having written nothing
+ *   bind_leader(result_type, log_type, segments_type, config_type)
+ *       -> leader_append(log, records, leader_epoch) -> result_type(...) or None
+ *          the twin of Log._append_fast: the log's lock, append_produced on its last
+ *          segment and the log's bookkeeping, in one call
  *
- * It reads and updates the segment's fast-path attributes as the reference does, in the
- * same order, through the offsets of their slots (LogSegment, OffsetIndex and FileHandle
- * have __slots__), resolved once in bind: a load or a store each, no lookup by name. The
+ * They read and update the attributes as the references do, in the same order, through
+ * the offsets of their slots (LogSegment, OffsetIndex, FileHandle, Log, SegmentList and
+ * LogConfig have __slots__), resolved once when bound: a load or a store each, no lookup
+ * by name (only the producer state, the epoch cache and the lock are reached by name). The
  * batch check and CRC-32C are gregor-protocol's, reached through the capsule its extension
  * exports (_produced_batch.h): this module does not import without it.
  */
@@ -30,17 +36,24 @@
 
 static const gregor_produced_batch_api *api;
 
-/* The state the call reads and writes: slots of the segment, its offset index and its file
- * handle, reached through their offsets (resolved once, in bind), not by name. */
+/* The state the calls read and write: slots of the segment, its offset index and its file
+ * handle (bind), and of the log, its segment list and its config (bind_leader), reached
+ * through their offsets (resolved once, when bound), not by name. */
 enum {
     FAST_SIZE_LIMIT, SIZE, BYTES_SINCE_INDEX, FAST_INDEX_INTERVAL, OFFSET_INDEX, LOG,
     FAST_OFFSET_LIMIT, FAST_TIMESTAMP_LIMIT, BASE_OFFSET, MAX_TIMESTAMP, FAST_TIME_INDEXED,
     TIME_INDEX, /* the segment's */
     MAPPING, ENTRIES, MAX_ENTRIES, /* the offset index's */
     FD, /* the file handle's */
+    LOG_CONFIG, LOG_LOCK, LOG_SEGMENTS, LOG_OFFLINE, LOG_END_OFFSET, LOG_START_OFFSET,
+    LOG_PRODUCER_STATE, LOG_EPOCH_CACHE, LOG_NOTED_EPOCH, LOG_NOTED_VERSION,
+    LOG_RECOVERY_POINT, /* the log's */
+    LAST_SEGMENT, /* the segment list's */
+    FAST_APPENDS, FAST_APPEND_MAX_BYTES, FLUSH_MESSAGES, /* the config's */
     SLOTS
 };
-enum { SEGMENT, INDEX, HANDLE, OWNERS };
+enum { SEGMENT, INDEX, HANDLE, LOG_OWNER, SEGMENTS_OWNER, CONFIG_OWNER, OWNERS };
+#define SEGMENT_OWNERS 3 /* bind's: SEGMENT, INDEX, HANDLE; bind_leader's follow */
 static const struct {
     int owner;
     const char *name;
@@ -50,10 +63,24 @@ static const struct {
     {SEGMENT, "_fast_offset_limit"}, {SEGMENT, "_fast_timestamp_limit"},
     {SEGMENT, "base_offset"}, {SEGMENT, "_max_timestamp"}, {SEGMENT, "_fast_time_indexed"},
     {SEGMENT, "_time_index"}, {INDEX, "mapping"}, {INDEX, "entries"},
-    {INDEX, "max_entries"}, {HANDLE, "fd"}};
+    {INDEX, "max_entries"}, {HANDLE, "fd"},
+    {LOG_OWNER, "config"}, {LOG_OWNER, "_lock"}, {LOG_OWNER, "segments"},
+    {LOG_OWNER, "offline"}, {LOG_OWNER, "_leo"}, {LOG_OWNER, "_log_start_offset"},
+    {LOG_OWNER, "producer_state"}, {LOG_OWNER, "epoch_cache"}, {LOG_OWNER, "_noted_epoch"},
+    {LOG_OWNER, "_noted_version"}, {LOG_OWNER, "recovery_point"},
+    {SEGMENTS_OWNER, "last"},
+    {CONFIG_OWNER, "fast_appends"}, {CONFIG_OWNER, "fast_append_max_bytes"},
+    {CONFIG_OWNER, "flush_messages"}};
 static Py_ssize_t slot_offset[SLOTS];
 static PyTypeObject *owner_type[OWNERS]; /* the classes whose slots those are */
-static PyObject *append_in_order_name;
+
+/* The names used by name: methods, and attributes of classes without slots. */
+enum {
+    APPEND_IN_ORDER, ACQUIRE, RELEASE, MAP_END_OFFSET, VERSION, REQUEST_FLUSH, NAMES
+};
+static const char *const name_text[NAMES] = {
+    "append_in_order", "acquire", "release", "map_end_offset", "version", "_request_flush"};
+static PyObject *names[NAMES];
 
 static PyObject **
 slot_ref(PyObject *obj, int name)
@@ -217,7 +244,7 @@ account(PyObject *segment, PyObject *offsets, long long position, long long size
             if (times == NULL) {
                 goto fail;
             }
-            PyObject *ok = PyObject_CallMethodObjArgs(times, append_in_order_name,
+            PyObject *ok = PyObject_CallMethodObjArgs(times, names[APPEND_IN_ORDER],
                                                       PyTuple_GET_ITEM(entry, 0),
                                                       PyTuple_GET_ITEM(entry, 1), NULL);
             Py_DECREF(times);
@@ -266,32 +293,22 @@ make_result(PyTypeObject *type, const long long values[8], long long leader_epoc
     return result;
 }
 
+/* LogSegment.append_produced, given a segment (checked to be one) and C ints; the next
+ * offset goes to *next when it returns a result. */
 static PyObject *
-append_produced(PyObject *result_type, PyObject *const *args, Py_ssize_t nargs)
+append_segment(PyTypeObject *result_type, PyObject *segment, PyObject *records,
+               long long base_offset, long long leader_epoch, long long max_size,
+               long long log_start_offset, long long *next)
 {
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError,
-                        "append_produced(segment, records, base_offset, leader_epoch, "
-                        "max_size, log_start_offset)");
-        return NULL;
-    }
-    PyObject *segment = owned(args[0], SEGMENT, "segment");
-    if (segment == NULL) {
-        return NULL;
-    }
-    long long base_offset, leader_epoch, max_size, log_start_offset, size_limit;
-    if (as_int(args[2], "base_offset", &base_offset) < 0 ||
-        as_int(args[3], "leader_epoch", &leader_epoch) < 0 ||
-        as_int(args[4], "max_size", &max_size) < 0 ||
-        as_int(args[5], "log_start_offset", &log_start_offset) < 0 ||
-        get_int(segment, FAST_SIZE_LIMIT, &size_limit) < 0) {
+    long long size_limit;
+    if (get_int(segment, FAST_SIZE_LIMIT, &size_limit) < 0) {
         return NULL;
     }
     if (size_limit < 0) { /* disarmed: the files may be gone */
         Py_RETURN_NONE;
     }
     Py_buffer view, index;
-    if (PyObject_GetBuffer(args[1], &view, PyBUF_SIMPLE) < 0) {
+    if (PyObject_GetBuffer(records, &view, PyBUF_SIMPLE) < 0) {
         return NULL;
     }
     index.obj = NULL;
@@ -359,7 +376,8 @@ append_produced(PyObject *result_type, PyObject *const *args, Py_ssize_t nargs)
                                  log_start_offset,
                                  view.len,
                                  (long long)h.last_offset_delta + 1};
-    result = make_result((PyTypeObject *)result_type, values, leader_epoch);
+    result = make_result(result_type, values, leader_epoch);
+    *next = last_offset + 1;
 done:
     if (index.obj != NULL) {
         PyBuffer_Release(&index);
@@ -370,62 +388,234 @@ done:
     return result;
 }
 
+static PyObject *
+append_produced(PyObject *result_type, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError,
+                        "append_produced(segment, records, base_offset, leader_epoch, "
+                        "max_size, log_start_offset)");
+        return NULL;
+    }
+    PyObject *segment = owned(args[0], SEGMENT, "segment");
+    long long base_offset, leader_epoch, max_size, log_start_offset, next;
+    if (segment == NULL || as_int(args[2], "base_offset", &base_offset) < 0 ||
+        as_int(args[3], "leader_epoch", &leader_epoch) < 0 ||
+        as_int(args[4], "max_size", &max_size) < 0 ||
+        as_int(args[5], "log_start_offset", &log_start_offset) < 0) {
+        return NULL;
+    }
+    return append_segment((PyTypeObject *)result_type, segment, args[1], base_offset,
+                          leader_epoch, max_size, log_start_offset, &next);
+}
+
+/* Log._append_fast's steps under the log's lock (which the caller holds). */
+static PyObject *
+append_locked(PyTypeObject *result_type, PyObject *log, PyObject *config, PyObject *records,
+              long long leader_epoch)
+{
+    PyObject *segments = get_slot(log, LOG_SEGMENTS);
+    if (segments == NULL || owned(segments, SEGMENTS_OWNER, "the log's segments") == NULL) {
+        return NULL;
+    }
+    PyObject *segment = get_slot(segments, LAST_SEGMENT);
+    PyObject *offline = get_slot(log, LOG_OFFLINE);
+    if (segment == NULL || offline == NULL) {
+        return NULL;
+    }
+    int is_offline = PyObject_IsTrue(offline);
+    if (is_offline < 0) {
+        return NULL;
+    }
+    if (segment == Py_None || is_offline) {
+        Py_RETURN_NONE;
+    }
+    long long offset, max_size, log_start_offset, end;
+    if (owned(segment, SEGMENT, "the last segment") == NULL ||
+        get_int(log, LOG_END_OFFSET, &offset) < 0 ||
+        get_int(config, FAST_APPEND_MAX_BYTES, &max_size) < 0 ||
+        get_int(log, LOG_START_OFFSET, &log_start_offset) < 0) {
+        return NULL;
+    }
+    Py_INCREF(segment);
+    PyObject *info = append_segment(result_type, segment, records, offset, leader_epoch,
+                                    max_size, log_start_offset, &end);
+    Py_DECREF(segment);
+    if (info == NULL || info == Py_None) {
+        return info;
+    }
+    /* The log's bookkeeping, as the reference does it, in the same order. */
+    PyObject *state = Py_XNewRef(get_slot(log, LOG_PRODUCER_STATE));
+    PyObject *end_value = PyLong_FromLongLong(end);
+    int failed = state == NULL || end_value == NULL;
+    if (!failed) {
+        set_slot(log, LOG_END_OFFSET, Py_NewRef(end_value));
+        failed = PyObject_SetAttr(state, names[MAP_END_OFFSET], end_value) < 0;
+    }
+    Py_XDECREF(state);
+    Py_XDECREF(end_value);
+    if (failed) {
+        goto fail;
+    }
+    if (leader_epoch >= 0) {
+        long long noted_epoch, noted_version, version = 0;
+        if (get_int(log, LOG_NOTED_EPOCH, &noted_epoch) < 0) {
+            goto fail;
+        }
+        int note = leader_epoch != noted_epoch;
+        if (!note) {
+            PyObject *cache = get_slot(log, LOG_EPOCH_CACHE);
+            PyObject *value = cache == NULL ? NULL : PyObject_GetAttr(cache, names[VERSION]);
+            int status = value == NULL ? -1 : as_int(value, "epoch_cache.version", &version);
+            Py_XDECREF(value);
+            if (status < 0 || get_int(log, LOG_NOTED_VERSION, &noted_version) < 0) {
+                goto fail;
+            }
+            note = version != noted_version;
+        }
+        if (note) {
+            PyObject *done = PyObject_CallMethod(log, "_note_epoch", "LL", leader_epoch, offset);
+            if (done == NULL) {
+                goto fail;
+            }
+            Py_DECREF(done);
+        }
+    }
+    long long recovery_point, flush_messages;
+    if (get_int(log, LOG_RECOVERY_POINT, &recovery_point) < 0 ||
+        get_int(config, FLUSH_MESSAGES, &flush_messages) < 0) {
+        goto fail;
+    }
+    if (end - recovery_point >= flush_messages) {
+        PyObject *done = PyObject_CallMethodNoArgs(log, names[REQUEST_FLUSH]);
+        if (done == NULL) {
+            goto fail;
+        }
+        Py_DECREF(done);
+    }
+    return info;
+fail:
+    Py_DECREF(info);
+    return NULL;
+}
+
+/* Log._append_fast(records, leader_epoch): the log's lock taken and released here. */
+static PyObject *
+leader_append(PyObject *result_type, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "leader_append(log, records, leader_epoch)");
+        return NULL;
+    }
+    PyObject *log = owned(args[0], LOG_OWNER, "log");
+    PyObject *config = log == NULL ? NULL : get_slot(log, LOG_CONFIG);
+    long long leader_epoch;
+    if (config == NULL || owned(config, CONFIG_OWNER, "the log's config") == NULL ||
+        as_int(args[2], "leader_epoch", &leader_epoch) < 0) {
+        return NULL;
+    }
+    PyObject *fast = get_slot(config, FAST_APPENDS);
+    int on = fast == NULL ? -1 : PyObject_IsTrue(fast);
+    if (on <= 0) {
+        return on < 0 ? NULL : Py_NewRef(Py_None);
+    }
+    Py_INCREF(config); /* the log's attributes may change while it waits for the lock */
+    PyObject *lock = Py_XNewRef(get_slot(log, LOG_LOCK));
+    PyObject *taken = lock == NULL ? NULL : PyObject_CallMethodNoArgs(lock, names[ACQUIRE]);
+    PyObject *result = NULL;
+    if (taken != NULL) {
+        Py_DECREF(taken);
+        result = append_locked((PyTypeObject *)result_type, log, config, args[1], leader_epoch);
+        /* Released whatever happened, keeping the append's exception. */
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        PyObject *released = PyObject_CallMethodNoArgs(lock, names[RELEASE]);
+        if (released == NULL) {
+            Py_CLEAR(result);
+            Py_XDECREF(type);
+            Py_XDECREF(value);
+            Py_XDECREF(traceback);
+        }
+        else {
+            Py_DECREF(released);
+            PyErr_Restore(type, value, traceback);
+        }
+    }
+    Py_XDECREF(lock);
+    Py_DECREF(config);
+    return result;
+}
+
+static PyMethodDef leader_def = {
+    "leader_append", (PyCFunction)(void (*)(void))leader_append, METH_FASTCALL,
+    "leader_append(log, records, leader_epoch) -> result or None (see Log._append_fast)"};
+
 static PyMethodDef append_def = {
     "append_produced", (PyCFunction)(void (*)(void))append_produced, METH_FASTCALL,
     "append_produced(segment, records, base_offset, leader_epoch, max_size, log_start_offset)"
     " -> result or None (see LogSegment.append_produced)"};
 
-/* The offsets of the slots named in slot_spec, from the classes' member descriptors. */
+/* The offset of the writable object slot that descr describes, or -1 when it is not one. */
+static Py_ssize_t
+writable_slot_offset(PyObject *descr)
+{
+    if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+        return -1;
+    }
+    PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+    return member->type == T_OBJECT_EX && !(member->flags & READONLY) ? member->offset : -1;
+}
+
+/* The offsets of the slots named in slot_spec for the owners first..first+count-1, from the
+ * classes' member descriptors. */
 static int
-resolve_slots(PyTypeObject *const types[OWNERS], Py_ssize_t offsets[SLOTS])
+resolve_slots(PyTypeObject *const types[OWNERS], int first, int count, Py_ssize_t offsets[SLOTS])
 {
     for (int i = 0; i < SLOTS; i++) {
-        PyObject *descr = PyObject_GetAttrString((PyObject *)types[slot_spec[i].owner],
-                                                 slot_spec[i].name);
+        int owner = slot_spec[i].owner;
+        if (owner < first || owner >= first + count) {
+            continue;
+        }
+        PyObject *descr = PyObject_GetAttrString((PyObject *)types[owner], slot_spec[i].name);
         if (descr == NULL && !PyErr_ExceptionMatches(PyExc_AttributeError)) {
             return -1;
         }
-        PyErr_Clear();
-        int ok = descr != NULL && Py_IS_TYPE(descr, &PyMemberDescr_Type) &&
-                 ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX &&
-                 !(((PyMemberDescrObject *)descr)->d_member->flags & READONLY);
-        if (ok) {
-            offsets[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
-        }
+        PyErr_Clear(); /* no such attribute: not a slot either */
+        offsets[i] = writable_slot_offset(descr);
         Py_XDECREF(descr);
-        if (!ok) {
+        if (offsets[i] < 0) {
             PyErr_Format(PyExc_TypeError, "%.100s.%s is not a writable slot",
-                         types[slot_spec[i].owner]->tp_name, slot_spec[i].name);
+                         types[owner]->tp_name, slot_spec[i].name);
             return -1;
         }
     }
     return 0;
 }
 
+/* args: a tuple subclass (the result type), then the classes of owners first..first+count-1,
+ * whose slot offsets it resolves and keeps; a function of def bound to the result type. */
 static PyObject *
-bind(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+bind_owners(PyObject *const *args, Py_ssize_t nargs, int first, int count, PyMethodDef *def,
+            const char *usage)
 {
-    static const char usage[] =
-        "bind(result_type, segment_type, index_type, handle_type): a tuple subclass and the "
-        "classes of the segment, its offset index and its file handle";
-    if (nargs != 1 + OWNERS || !PyType_Check(args[0]) ||
+    if (nargs != 1 + count || !PyType_Check(args[0]) ||
         !PyType_IsSubtype((PyTypeObject *)args[0], &PyTuple_Type)) {
         PyErr_SetString(PyExc_TypeError, usage);
         return NULL;
     }
-    PyTypeObject *types[OWNERS];
-    for (int i = 0; i < OWNERS; i++) {
+    PyTypeObject *types[OWNERS] = {NULL};
+    for (int i = 0; i < count; i++) {
         if (!PyType_Check(args[1 + i])) {
             PyErr_SetString(PyExc_TypeError, usage);
             return NULL;
         }
-        types[i] = (PyTypeObject *)args[1 + i];
+        types[first + i] = (PyTypeObject *)args[1 + i];
     }
     Py_ssize_t offsets[SLOTS];
-    if (resolve_slots(types, offsets) < 0) {
+    if (resolve_slots(types, first, count, offsets) < 0) {
         return NULL;
     }
-    for (int i = 0; i < OWNERS; i++) {
+    for (int i = first; i < first + count; i++) {
         /* The offsets are process-wide: one set of classes for every bound function. */
         if (owner_type[i] != NULL && owner_type[i] != types[i]) {
             PyErr_Format(PyExc_ValueError, "already bound to %.100s, not %.100s",
@@ -433,30 +623,61 @@ bind(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             return NULL;
         }
     }
-    for (int i = 0; i < OWNERS; i++) {
+    for (int i = 0; i < SLOTS; i++) {
+        int owner = slot_spec[i].owner;
+        if (owner >= first && owner < first + count) {
+            slot_offset[i] = offsets[i];
+        }
+    }
+    for (int i = first; i < first + count; i++) {
         if (owner_type[i] == NULL) {
             owner_type[i] = (PyTypeObject *)Py_NewRef(types[i]);
         }
     }
-    memcpy(slot_offset, offsets, sizeof(offsets));
-    return PyCFunction_NewEx(&append_def, args[0], NULL);
+    return PyCFunction_NewEx(def, args[0], NULL);
+}
+
+static PyObject *
+bind(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    return bind_owners(args, nargs, SEGMENT, SEGMENT_OWNERS, &append_def,
+                       "bind(result_type, segment_type, index_type, handle_type): a tuple "
+                       "subclass and the classes of the segment, its offset index and its "
+                       "file handle");
+}
+
+static PyObject *
+bind_leader(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (owner_type[SEGMENT] == NULL) {
+        PyErr_SetString(PyExc_ValueError, "bind_leader needs bind first (the segment's slots)");
+        return NULL;
+    }
+    return bind_owners(args, nargs, LOG_OWNER, OWNERS - LOG_OWNER, &leader_def,
+                       "bind_leader(result_type, log_type, segments_type, config_type): a "
+                       "tuple subclass and the classes of the log, its segment list and its "
+                       "config");
 }
 
 static PyMethodDef module_methods[] = {
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
      "bind(result_type, segment_type, index_type, handle_type) -> append_produced, returning "
      "result_type"},
+    {"bind_leader", (PyCFunction)(void (*)(void))bind_leader, METH_FASTCALL,
+     "bind_leader(result_type, log_type, segments_type, config_type) -> leader_append, "
+     "returning result_type"},
     {NULL, NULL, 0, NULL},
 };
 
-/* Interns the method name and takes gregor-protocol's API; -1 with an exception set when
- * that extension is missing or of another version. */
+/* Interns the names and takes gregor-protocol's API; -1 with an exception set when that
+ * extension is missing or of another version. */
 static int
 prepare(void)
 {
-    if (append_in_order_name == NULL &&
-        (append_in_order_name = PyUnicode_InternFromString("append_in_order")) == NULL) {
-        return -1;
+    for (int i = 0; i < NAMES; i++) {
+        if (names[i] == NULL && (names[i] = PyUnicode_InternFromString(name_text[i])) == NULL) {
+            return -1;
+        }
     }
     api = PyCapsule_Import(GREGOR_PRODUCED_BATCH_CAPSULE, 0);
     if (api == NULL) {
@@ -470,7 +691,8 @@ prepare(void)
     return 0;
 }
 
-/* No per-module state (the slot offsets, the name and the API are process-wide): single-phase init. */
+/* No per-module state (the slot offsets, the names and the API are process-wide):
+ * single-phase init. */
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
     .m_name = "gregor.storage._fast_append",

@@ -1,5 +1,7 @@
 """The append fast path's one call: `append_produced(segment, records, base_offset,
-leader_epoch, max_size, log_start_offset) -> AppendInfo | None`.
+leader_epoch, max_size, log_start_offset) -> AppendInfo | None`, and the log's twin around
+it (`native_leader_append`: `Log._append_fast` in C, the lock and the log's bookkeeping
+included).
 
 It is the C extension's (`_fast_append`: check, stamp, pwritev, index and the segment's
 bookkeeping in one call, no copy of the batch) when it was built, else
@@ -10,16 +12,19 @@ bookkeeping in one call, no copy of the batch) when it was built, else
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeVar
 
 from gregor.protocol.native import native_function
+from gregor.storage.config import LogConfig
 from gregor.storage.files import FileHandle
 from gregor.storage.index import OffsetIndex
 from gregor.storage.results import AppendInfo
 from gregor.storage.segment import LogSegment
+from gregor.storage.segments import SegmentList
 
-AppendProduced = Callable[
-    [LogSegment, bytes | bytearray | memoryview, int, int, int, int], AppendInfo | None
-]
+Records = bytes | bytearray | memoryview
+LogT = TypeVar("LogT")
+AppendProduced = Callable[[LogSegment, Records, int, int, int, int], AppendInfo | None]
 
 
 def _native() -> AppendProduced | None:
@@ -32,3 +37,17 @@ def _native() -> AppendProduced | None:
 
 
 append_produced: AppendProduced = _native() or LogSegment.append_produced
+
+
+def native_leader_append(
+    log_type: type[LogT],
+) -> Callable[[LogT, Records, int], AppendInfo | None] | None:
+    """The C twin of `Log._append_fast`, reading `log_type`'s slots (log.py passes Log: this
+    module cannot import it), or None when the extension is not there or not used."""
+    bind = native_function("bind_leader", "gregor.storage._fast_append")
+    if bind is None or append_produced is LogSegment.append_produced:
+        return None
+    function: Callable[[LogT, Records, int], AppendInfo | None] = bind(
+        AppendInfo, log_type, SegmentList, LogConfig
+    )
+    return function

@@ -46,6 +46,7 @@ from gregor.storage.config import LONG_MAX, LogConfig
 from gregor.storage.deletion import DeletionQueue
 from gregor.storage.epoch_cache import LeaderEpochCache
 from gregor.storage.fast_append import append_produced as _append_produced
+from gregor.storage.fast_append import native_leader_append
 from gregor.storage.files import EMPTY_SLICE, FileSlice, fsync_path
 from gregor.storage.names import DELETED_SUFFIX, SWAP_SUFFIX, parse_partition_dir
 from gregor.storage.producer_state import (
@@ -94,6 +95,39 @@ class OffsetsOutOfOrderError(UnknownServerError):
 
 class Log:
     """A partition's segmented log in its directory `<log.dir>/<topic>-<partition>`."""
+
+    # Slots: the C twin of `_append_fast` reads and writes its state through these slots'
+    # offsets (resolved once, in `fast_append.native_leader_append`).
+    __slots__ = (
+        "__weakref__",
+        "_first_unstable",
+        "_hw",
+        "_leo",
+        "_lock",
+        "_log_start_offset",
+        "_noted_epoch",
+        "_noted_version",
+        "_own_deletions",
+        "_pending_snapshots",
+        "_positions",
+        "clock",
+        "closed",
+        "config",
+        "deletions",
+        "dir",
+        "epoch_cache",
+        "last_flush_ms",
+        "offline",
+        "on_flush_needed",
+        "on_io_error",
+        "partition",
+        "producer_state",
+        "recovery_point",
+        "segments",
+        "structure_version",
+        "topic",
+        "topic_id",
+    )
 
     def __init__(
         self,
@@ -245,47 +279,62 @@ class Log:
         TransactionCoordinatorFenced). A duplicate of one of a producer's last five batches is
         not written again; its original offsets are returned with `duplicate=True`.
         """
-        config = self.config
-        if config.fast_appends and origin is _CLIENT:
-            lock = self._lock
-            lock.acquire()
+        if origin is _CLIENT:
             try:
-                # The fast path: one batch of a producer without a producer id, for a log
-                # with nothing to check in records or timestamps, into an active segment
-                # that needs no roll. One C call checks the batch (sizes, magic, CRC),
-                # stamps its first 16 bytes with the offset and epoch, writes them and the
-                # rest of the caller's bytes (no copy) with one pwritev and indexes it.
-                # Anything else (None) takes the checking path below.
-                offset = self._leo
-                segment = self.segments.last
-                info = (
-                    None
-                    if segment is None or self.offline
-                    else _append_produced(
-                        segment,
-                        records,
-                        offset,
-                        leader_epoch,
-                        config.fast_append_max_bytes,
-                        self._log_start_offset,
-                    )
-                )
-                if info is not None:
-                    self._leo = end = offset + info.records_count
-                    self.producer_state.map_end_offset = end
-                    if leader_epoch >= 0 and (
-                        leader_epoch != self._noted_epoch
-                        or self.epoch_cache.version != self._noted_version
-                    ):
-                        self._note_epoch(leader_epoch, offset)
-                    if end - self.recovery_point >= config.flush_messages:
-                        self._request_flush()
-                    return info
+                info = _leader_append(self, records, leader_epoch)
             except OSError as exc:
-                raise self._storage_error("append", exc) from exc
-            finally:
-                lock.release()
+                with self._lock:
+                    raise self._storage_error("append", exc) from exc
+            if info is not None:
+                return info
         return self._append_as_leader_checked(records, leader_epoch, origin)
+
+    def _append_fast(
+        self, records: bytes | bytearray | memoryview, leader_epoch: int
+    ) -> AppendInfo | None:
+        """The fast path of `append_as_leader`: one batch of a producer without a producer
+        id, for a log with nothing to check in records or timestamps, into an active segment
+        that needs no roll. One call (`_append_produced`) checks the batch (sizes, magic,
+        CRC), stamps its first 16 bytes with the offset and epoch, writes them and the rest
+        of the caller's bytes (no copy) with one pwritev and indexes it; around it, under the
+        log's lock, the log end offset, the epoch cache and the flush policy. None, having
+        written nothing, when the checking path must take the batch; OSError (errno set)
+        when the write fails.
+
+        This is the reference; `fast_append.native_leader_append` gives its C twin, one call
+        for all of it, which `append_as_leader` uses where built.
+        """
+        config = self.config
+        if not config.fast_appends:
+            return None
+        lock = self._lock
+        lock.acquire()
+        try:
+            segment = self.segments.last
+            if segment is None or self.offline:
+                return None
+            offset = self._leo
+            info = _append_produced(
+                segment,
+                records,
+                offset,
+                leader_epoch,
+                config.fast_append_max_bytes,
+                self._log_start_offset,
+            )
+            if info is None:
+                return None
+            self._leo = end = info.last_offset + 1
+            self.producer_state.map_end_offset = end
+            if leader_epoch >= 0 and (
+                leader_epoch != self._noted_epoch or self.epoch_cache.version != self._noted_version
+            ):
+                self._note_epoch(leader_epoch, offset)
+            if end - self.recovery_point >= config.flush_messages:
+                self._request_flush()
+            return info
+        finally:
+            lock.release()
 
     def _note_epoch(self, epoch: int, offset: int) -> None:
         """`epoch_cache.assign` for the fast path. The fast path skips it (inline) while
@@ -1118,3 +1167,9 @@ def apply_batch(
     done = info.append(header, data)
     psm.update(info)
     return done
+
+
+# The fast path of append_as_leader: Log._append_fast's C twin where built.
+_leader_append: Callable[[Log, bytes | bytearray | memoryview, int], AppendInfo | None] = (
+    native_leader_append(Log) or Log._append_fast
+)
