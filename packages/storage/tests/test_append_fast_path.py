@@ -23,9 +23,11 @@ from gregor.protocol.records import STAMPED_PREFIX, stamp_produced_batch
 from gregor.storage import AppendInfo, AppendOrigin, Log, fast_append
 from gregor.storage import log as log_module
 from gregor.storage.config import LogConfig
+from gregor.storage.epoch_cache import LeaderEpochCache
 from gregor.storage.fast_append import AppendProduced, Records
 from gregor.storage.files import FileHandle
 from gregor.storage.index import OffsetIndex
+from gregor.storage.producer_state import ProducerStateManager
 from gregor.storage.segment import LogSegment
 from gregor.storage.segments import SegmentList
 
@@ -269,4 +271,6 @@ def test_the_log_twin_reads_slots_only_of_a_log(open_test_log: LogOpener) -> Non
     assert info is not None and (info.first_offset, log.log_end_offset) == (1, 2)
     bind_leader = native_function("bind_leader", "gregor.storage._fast_append")
     with pytest.raises(TypeError, match=r"OffsetIndex\.config is not a writable slot"):
-        bind_leader(AppendInfo, OffsetIndex, SegmentList, LogConfig)
+        bind_leader(
+            AppendInfo, OffsetIndex, SegmentList, LogConfig, ProducerStateManager, LeaderEpochCache
+        )

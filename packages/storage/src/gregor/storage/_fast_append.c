@@ -8,15 +8,16 @@
  *       -> append_produced(segment, records, base_offset, leader_epoch, max_size,
  *                          log_start_offset)
  *       -> result_type(...) (the log's AppendInfo), or None, having written nothing
- *   bind_leader(result_type, log_type, segments_type, config_type)
+ *   bind_leader(result_type, log_type, segments_type, config_type, producer_state_type,
+ *               epoch_cache_type)
  *       -> leader_append(log, records, leader_epoch) -> result_type(...) or None
  *          the twin of Log._append_fast: the log's lock, append_produced on its last
  *          segment and the log's bookkeeping, in one call
  *
  * They read and update the attributes as the references do, in the same order, through
- * the offsets of their slots (LogSegment, OffsetIndex, FileHandle, Log, SegmentList and
- * LogConfig have __slots__), resolved once when bound: a load or a store each, no lookup
- * by name (only the producer state, the epoch cache and the lock are reached by name). The
+ * the offsets of their slots (LogSegment, OffsetIndex, FileHandle, Log, SegmentList,
+ * LogConfig, ProducerStateManager and LeaderEpochCache have __slots__), resolved once when
+ * bound: a load or a store each, no lookup by name (only methods are called by name). The
  * batch check and CRC-32C are gregor-protocol's, reached through the capsule its extension
  * exports (_produced_batch.h): this module does not import without it.
  */
@@ -50,9 +51,15 @@ enum {
     LOG_RECOVERY_POINT, /* the log's */
     LAST_SEGMENT, /* the segment list's */
     FAST_APPENDS, FAST_APPEND_MAX_BYTES, FLUSH_MESSAGES, /* the config's */
+    MAP_END_OFFSET, /* the producer state's */
+    EPOCH_CACHE_VERSION, /* the leader epoch cache's */
     SLOTS
 };
-enum { SEGMENT, INDEX, HANDLE, LOG_OWNER, SEGMENTS_OWNER, CONFIG_OWNER, OWNERS };
+enum {
+    SEGMENT, INDEX, HANDLE,
+    LOG_OWNER, SEGMENTS_OWNER, CONFIG_OWNER, PRODUCER_STATE_OWNER, EPOCH_CACHE_OWNER,
+    OWNERS
+};
 #define SEGMENT_OWNERS 3 /* bind's: SEGMENT, INDEX, HANDLE; bind_leader's follow */
 static const struct {
     int owner;
@@ -70,16 +77,15 @@ static const struct {
     {LOG_OWNER, "_noted_version"}, {LOG_OWNER, "recovery_point"},
     {SEGMENTS_OWNER, "last"},
     {CONFIG_OWNER, "fast_appends"}, {CONFIG_OWNER, "fast_append_max_bytes"},
-    {CONFIG_OWNER, "flush_messages"}};
+    {CONFIG_OWNER, "flush_messages"}, {PRODUCER_STATE_OWNER, "map_end_offset"},
+    {EPOCH_CACHE_OWNER, "version"}};
 static Py_ssize_t slot_offset[SLOTS];
 static PyTypeObject *owner_type[OWNERS]; /* the classes whose slots those are */
 
-/* The names used by name: methods, and attributes of classes without slots. */
-enum {
-    APPEND_IN_ORDER, ACQUIRE, RELEASE, MAP_END_OFFSET, VERSION, REQUEST_FLUSH, NAMES
-};
+/* The methods it calls. */
+enum { APPEND_IN_ORDER, ACQUIRE, RELEASE, REQUEST_FLUSH, NAMES };
 static const char *const name_text[NAMES] = {
-    "append_in_order", "acquire", "release", "map_end_offset", "version", "_request_flush"};
+    "append_in_order", "acquire", "release", "_request_flush"};
 static PyObject *names[NAMES];
 
 static PyObject **
@@ -445,18 +451,15 @@ append_locked(PyTypeObject *result_type, PyObject *log, PyObject *config, PyObje
         return info;
     }
     /* The log's bookkeeping, as the reference does it, in the same order. */
-    PyObject *state = Py_XNewRef(get_slot(log, LOG_PRODUCER_STATE));
+    PyObject *state = get_slot(log, LOG_PRODUCER_STATE);
     PyObject *end_value = PyLong_FromLongLong(end);
-    int failed = state == NULL || end_value == NULL;
-    if (!failed) {
-        set_slot(log, LOG_END_OFFSET, Py_NewRef(end_value));
-        failed = PyObject_SetAttr(state, names[MAP_END_OFFSET], end_value) < 0;
-    }
-    Py_XDECREF(state);
-    Py_XDECREF(end_value);
-    if (failed) {
+    if (state == NULL || owned(state, PRODUCER_STATE_OWNER, "the producer state") == NULL ||
+        end_value == NULL) {
+        Py_XDECREF(end_value);
         goto fail;
     }
+    set_slot(log, LOG_END_OFFSET, Py_NewRef(end_value));
+    set_slot(state, MAP_END_OFFSET, end_value);
     if (leader_epoch >= 0) {
         long long noted_epoch, noted_version, version = 0;
         if (get_int(log, LOG_NOTED_EPOCH, &noted_epoch) < 0) {
@@ -465,10 +468,9 @@ append_locked(PyTypeObject *result_type, PyObject *log, PyObject *config, PyObje
         int note = leader_epoch != noted_epoch;
         if (!note) {
             PyObject *cache = get_slot(log, LOG_EPOCH_CACHE);
-            PyObject *value = cache == NULL ? NULL : PyObject_GetAttr(cache, names[VERSION]);
-            int status = value == NULL ? -1 : as_int(value, "epoch_cache.version", &version);
-            Py_XDECREF(value);
-            if (status < 0 || get_int(log, LOG_NOTED_VERSION, &noted_version) < 0) {
+            if (cache == NULL || owned(cache, EPOCH_CACHE_OWNER, "the epoch cache") == NULL ||
+                get_int(cache, EPOCH_CACHE_VERSION, &version) < 0 ||
+                get_int(log, LOG_NOTED_VERSION, &noted_version) < 0) {
                 goto fail;
             }
             note = version != noted_version;
@@ -654,9 +656,10 @@ bind_leader(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     return bind_owners(args, nargs, LOG_OWNER, OWNERS - LOG_OWNER, &leader_def,
-                       "bind_leader(result_type, log_type, segments_type, config_type): a "
-                       "tuple subclass and the classes of the log, its segment list and its "
-                       "config");
+                       "bind_leader(result_type, log_type, segments_type, config_type, "
+                       "producer_state_type, epoch_cache_type): a tuple subclass and the "
+                       "classes of the log, its segment list, config, producer state and "
+                       "leader epoch cache");
 }
 
 static PyMethodDef module_methods[] = {
@@ -664,7 +667,8 @@ static PyMethodDef module_methods[] = {
      "bind(result_type, segment_type, index_type, handle_type) -> append_produced, returning "
      "result_type"},
     {"bind_leader", (PyCFunction)(void (*)(void))bind_leader, METH_FASTCALL,
-     "bind_leader(result_type, log_type, segments_type, config_type) -> leader_append, "
+     "bind_leader(result_type, log_type, segments_type, config_type, producer_state_type, "
+     "epoch_cache_type) -> leader_append, "
      "returning result_type"},
     {NULL, NULL, 0, NULL},
 };

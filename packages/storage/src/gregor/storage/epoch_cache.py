@@ -23,6 +23,9 @@ UNDEFINED_EPOCH_OFFSET = -1
 
 
 class LeaderEpochCache:
+    # Slots: the log's append fast path in C reads `version` through its offset.
+    __slots__ = ("_dirty", "_epochs", "_file", "_lock", "_offsets", "corrupt_on_load", "version")
+
     def __init__(self, path: Path) -> None:
         self._file: CheckpointFile[tuple[int, int]] = leader_epoch_file(path)
         self._lock = threading.Lock()

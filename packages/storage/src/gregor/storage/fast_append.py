@@ -16,8 +16,10 @@ from typing import TypeVar
 
 from gregor.protocol.native import native_function
 from gregor.storage.config import LogConfig
+from gregor.storage.epoch_cache import LeaderEpochCache
 from gregor.storage.files import FileHandle
 from gregor.storage.index import OffsetIndex
+from gregor.storage.producer_state import ProducerStateManager
 from gregor.storage.results import AppendInfo
 from gregor.storage.segment import LogSegment
 from gregor.storage.segments import SegmentList
@@ -48,6 +50,6 @@ def native_leader_append(
     if bind is None or append_produced is LogSegment.append_produced:
         return None
     function: Callable[[LogT, Records, int], AppendInfo | None] = bind(
-        AppendInfo, log_type, SegmentList, LogConfig
+        AppendInfo, log_type, SegmentList, LogConfig, ProducerStateManager, LeaderEpochCache
     )
     return function

@@ -274,6 +274,19 @@ class ProducerAppendInfo:
 class ProducerStateManager:
     """The producer state of one log, with its snapshots in the log's directory."""
 
+    # Slots: the log's append fast path in C stores `map_end_offset` through its offset.
+    __slots__ = (
+        "directory",
+        "last_snap_offset",
+        "map_end_offset",
+        "max_txn_timeout_ms",
+        "ongoing_txns",
+        "producer_id_expiration_ms",
+        "producers",
+        "snapshots",
+        "unreplicated_txns",
+    )
+
     def __init__(
         self, directory: Path, *, producer_id_expiration_ms: int, max_txn_timeout_ms: int = 900_000
     ) -> None:
