@@ -90,7 +90,9 @@ def typecheck(session: nox.Session) -> None:
 def cluster(session: nox.Session) -> None:
     """The main job: ZooKeeper and three brokers on 127.0.0.1:9092-9094 until Ctrl-C."""
     install(session, *PACKAGES)
-    session.run("python", "-m", "gregor.broker.devcluster", *session.posargs)
+    # After Ctrl-C the cluster needs a few seconds to stop its brokers and ZooKeeper; nox's
+    # default is to SIGTERM it after 0.3 s.
+    session.run("python", "-m", "gregor.broker.devcluster", *session.posargs, interrupt_timeout=120)
 
 
 @nox.session

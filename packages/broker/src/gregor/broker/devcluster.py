@@ -541,6 +541,10 @@ def produce_and_consume_sample(cluster: LocalCluster, count: int = 5) -> list[tu
     return [(r.offset, r.value or b"") for batch in iter_batches(records) for r in batch]
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """`nox -s cluster`: ZooKeeper and three brokers on 127.0.0.1:9092-9094, until Ctrl-C."""
     import argparse
@@ -558,6 +562,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         ports=[args.port + i for i in range(args.brokers)],
         zookeeper_port=args.zookeeper_port,
     )
+    # SIGTERM (nox's second step after Ctrl-C, or a plain `kill`) stops the cluster as
+    # Ctrl-C does, so no ZooKeeper or broker outlives this process.
+    signal.signal(signal.SIGTERM, _interrupt)
     print(f"starting ZooKeeper and {args.brokers} brokers under {directory} ...", flush=True)
     cluster.start()
     try:
