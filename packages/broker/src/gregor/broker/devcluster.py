@@ -9,11 +9,13 @@ unless told otherwise.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -42,11 +44,37 @@ ZOOKEEPER_JAR = Path(os.environ.get("GREGOR_ZOOKEEPER_JAR", "/usr/share/java/zoo
 LOOPBACK = "127.0.0.1"
 
 
+def _ephemeral_start() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+_handed_out: set[int] = set()
+_ports_lock = threading.Lock()
+
+
 def free_port(host: str = LOOPBACK) -> int:
-    """A TCP port nothing listens on right now (the kernel's choice)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+    """A TCP port nothing listens on right now, never the same twice in this process.
+
+    It is drawn below the kernel's ephemeral range: the kernel's own choice (bind to port 0)
+    can come back twice in a row, and a port from that range can be taken by any outgoing
+    connection between now and the moment its server binds it.
+    """
+    high = max(_ephemeral_start() - 1, 11_000)
+    with _ports_lock:
+        while True:
+            port = random.randint(10_000, high)
+            if port in _handed_out:
+                continue
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind((host, port))
+                except OSError:
+                    continue
+            _handed_out.add(port)
+            return port
 
 
 def wait_until(
