@@ -1,6 +1,6 @@
 """The producer's core, shared by Producer and AsyncProducer.
 
-The part that runs in the caller's thread (`prepare` + `Accumulator.append`) serializes,
+The part that runs in the caller's thread (`append_record` + `Accumulator.append`) serializes,
 picks the partition and encodes the record into its batch; the part on the trio loop
 (`run`) keeps metadata fresh and sends. The wrappers only decide how to wait: for metadata
 of a new topic, for room in the buffer, for a flush.
@@ -52,7 +52,7 @@ def normalize_headers(headers: Headers) -> list[tuple[str, bytes | None]]:
 
 
 class NeedMetadata(Exception):
-    """`prepare` cannot choose a partition before metadata knows the topic."""
+    """`append_record` cannot choose a partition before metadata knows the topic."""
 
     def __init__(self, topic: str) -> None:
         super().__init__(topic)
