@@ -1,10 +1,12 @@
 /*
  * What gregor.protocol's C extension shares with other Gregor extensions: the check of one
- * produced batch and CRC-32C, reached through a capsule (so the code exists once, in
- * _records_speedups), and the few inline helpers both sides need to stamp a batch.
+ * produced batch, CRC-32C, a BatchBuilder's append and the offsets of a class's slots,
+ * reached through a capsule (so the code exists once, in _records_speedups), and the few
+ * inline helpers both sides need to stamp a batch.
  *
- * A user imports the capsule with PyCapsule_Import(GREGOR_PRODUCED_BATCH_CAPSULE, 0) and
- * checks `version` before using the table.
+ * A user includes Python.h first, imports the capsule with
+ * PyCapsule_Import(GREGOR_PRODUCED_BATCH_CAPSULE, 0) and checks that `version` is at least
+ * the one that brought the fields it uses: a newer table only adds fields at its end.
  */
 #ifndef GREGOR_PRODUCED_BATCH_H
 #define GREGOR_PRODUCED_BATCH_H
@@ -13,7 +15,7 @@
 #include <stdint.h>
 
 #define GREGOR_PRODUCED_BATCH_CAPSULE "gregor.protocol._records_speedups.produced_batch_api"
-#define GREGOR_PRODUCED_BATCH_API_VERSION 1
+#define GREGOR_PRODUCED_BATCH_API_VERSION 2 /* 1: check, crc32c; 2: builder_append, slot_offsets */
 
 /* Stamping changes only the first 16 bytes: base offset (0-8) and partition leader epoch
  * (12-16). The CRC covers the batch from byte 21 on, so it stays valid. */
@@ -39,6 +41,15 @@ typedef struct {
                  int64_t max_size, gregor_produced_header *out);
     /* The CRC-32C of [p, p + n), continuing from value (0 to start). */
     uint32_t (*crc32c)(uint32_t value, const unsigned char *p, size_t n);
+    /* BatchBuilder.append(value, key, (), timestamp) for a builder of the class records.py
+     * bound: 1 when appended, 0 when the record needs the general encoder (builder
+     * untouched: another class, a field that is not bytes or None, a delta out of range),
+     * -1 with an exception set. Needs the GIL. */
+    int (*builder_append)(PyObject *builder, PyObject *key, PyObject *value, int64_t timestamp);
+    /* The offsets of cls's writable __slots__ `names`, read from its member descriptors, so
+     * C code can load and store them directly; -1 with TypeError when one is not such a
+     * slot. */
+    int (*slot_offsets)(PyObject *cls, const char *const *names, int count, Py_ssize_t *offsets);
 } gregor_produced_batch_api;
 
 static inline uint64_t

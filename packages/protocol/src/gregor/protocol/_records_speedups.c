@@ -24,9 +24,12 @@
  *       -> the bytes appended to buf: one record without headers, length first; None
  *          (buf untouched) when a field is outside what it encodes (not a buffer or None,
  *          a delta out of range), for the general encoder to handle
+ *   bind_builder(BatchBuilder) -> builder_append(builder, value, key, timestamp)
+ *       -> True, or None (builder untouched) for the general path: BatchBuilder.append of
+ *          a record without headers, through the class's slots (offsets read once)
  *
- * The check of a produced batch and CRC-32C are also exported in a capsule
- * (_produced_batch.h), for gregor-storage's extension.
+ * The check of a produced batch, CRC-32C and the builder's append are also exported in a
+ * capsule (_produced_batch.h), for gregor-storage's and gregor-client's extensions.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -348,6 +351,31 @@ static PyMethodDef decode_records_def = {
     "decode_records", (PyCFunction)(void (*)(void))decode_records, METH_FASTCALL,
     "decode_records(data, count, base_offset, base_timestamp, append_time) -> list"};
 
+/* The offsets of cls's writable slots `names` (from its member descriptors); -1 with
+   TypeError when one is not such a slot. */
+static int
+slot_offsets(PyObject *cls, const char *const *names, int count, Py_ssize_t *offsets)
+{
+    for (int i = 0; i < count; i++) {
+        PyObject *descr = PyObject_GetAttrString(cls, names[i]);
+        if (descr == NULL) {
+            return -1;
+        }
+        int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type) &&
+                 ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX &&
+                 !(((PyMemberDescrObject *)descr)->d_member->flags & READONLY);
+        if (ok) {
+            offsets[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
+        }
+        Py_DECREF(descr);
+        if (!ok) {
+            PyErr_Format(PyExc_TypeError, "%s is not a writable slot of %R", names[i], cls);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static PyObject *
 make_decoder(PyObject *module, PyObject *args)
 {
@@ -362,22 +390,8 @@ make_decoder(PyObject *module, PyObject *args)
     }
     module_state *st = get_state(module);
     Py_ssize_t offsets[RECORD_FIELDS];
-    for (int i = 0; i < RECORD_FIELDS; i++) {
-        PyObject *descr = PyObject_GetAttrString(record_type, record_field_names[i]);
-        if (descr == NULL) {
-            return NULL;
-        }
-        int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type) &&
-                 ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX &&
-                 !(((PyMemberDescrObject *)descr)->d_member->flags & READONLY);
-        if (ok) {
-            offsets[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
-        }
-        Py_DECREF(descr);
-        if (!ok) {
-            PyErr_Format(PyExc_TypeError, "%s is not a writable slot", record_field_names[i]);
-            return NULL;
-        }
+    if (slot_offsets(record_type, record_field_names, RECORD_FIELDS, offsets) < 0) {
+        return NULL;
     }
     Py_INCREF(record_type);
     Py_INCREF(error_type);
@@ -691,12 +705,6 @@ stamp_produced_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return result;
 }
 
-static gregor_produced_batch_api produced_batch_api = {
-    .version = GREGOR_PRODUCED_BATCH_API_VERSION,
-    .check = check_produced_batch,
-    .crc32c = crc32c_update,
-};
-
 /* -- encoding one record (the producer's per-record path) -------------------------------- */
 
 /* Bytes of v as a zigzag varlong. */
@@ -743,56 +751,44 @@ get_field(PyObject *obj, Py_buffer *view, int *is_null)
     return PyObject_GetBuffer(obj, view, PyBUF_SIMPLE) == 0 ? 1 : -1;
 }
 
-/* append_record(buf, offset_delta, timestamp_delta, key, value) -> size appended, or None
-   when a field needs the general encoder (records.py's _record_body). No headers. */
-static PyObject *
-append_record(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+/* One record without headers at the end of buf (a bytearray): the bytes appended; -2 when a
+   field needs the general encoder (records.py's _record_body; buf untouched); -1 with an
+   exception set. */
+static Py_ssize_t
+encode_record(PyObject *buf, long long offset_delta, long long timestamp_delta, PyObject *key_obj,
+              PyObject *value_obj)
 {
-    if (nargs != 5 || !PyByteArray_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError,
-                        "append_record(buf: bytearray, offset_delta, timestamp_delta, key, value)");
-        return NULL;
-    }
-    if (!PyLong_CheckExact(args[1]) || !PyLong_CheckExact(args[2])) {
-        Py_RETURN_NONE;
-    }
-    int overflow = 0;
-    long long offset_delta = PyLong_AsLongLongAndOverflow(args[1], &overflow);
-    if (overflow || offset_delta < 0 || offset_delta > INT32_MAX) {
-        Py_RETURN_NONE;
-    }
-    long long timestamp_delta = PyLong_AsLongLongAndOverflow(args[2], &overflow);
-    if (overflow) {
-        Py_RETURN_NONE;
+    if (offset_delta < 0 || offset_delta > INT32_MAX) {
+        return -2;
     }
     Py_buffer key, value;
     int key_null, value_null;
-    int ok = get_field(args[3], &key, &key_null);
+    int ok = get_field(key_obj, &key, &key_null);
     if (ok <= 0) {
-        return ok == 0 ? Py_NewRef(Py_None) : NULL;
+        return ok == 0 ? -2 : -1;
     }
-    ok = get_field(args[4], &value, &value_null);
+    ok = get_field(value_obj, &value, &value_null);
     if (ok <= 0) {
         if (!key_null) {
             PyBuffer_Release(&key);
         }
-        return ok == 0 ? Py_NewRef(Py_None) : NULL;
+        return ok == 0 ? -2 : -1;
     }
-    PyObject *result = NULL;
+    Py_ssize_t total = -2;
     if (key.len > INT32_MAX || value.len > INT32_MAX) {
-        result = Py_NewRef(Py_None);
         goto done;
     }
     int64_t key_len = key_null ? -1 : (int64_t)key.len;
     int64_t value_len = value_null ? -1 : (int64_t)value.len;
     Py_ssize_t body = 1 + zigzag_size(timestamp_delta) + zigzag_size(offset_delta) +
                       zigzag_size(key_len) + key.len + zigzag_size(value_len) + value.len + 1;
-    Py_ssize_t total = zigzag_size(body) + body;
-    Py_ssize_t start = PyByteArray_GET_SIZE(args[0]);
-    if (PyByteArray_Resize(args[0], start + total) < 0) {
+    Py_ssize_t start = PyByteArray_GET_SIZE(buf);
+    if (PyByteArray_Resize(buf, start + zigzag_size(body) + body) < 0) {
+        total = -1;
         goto done;
     }
-    unsigned char *out = (unsigned char *)PyByteArray_AS_STRING(args[0]) + start;
+    total = zigzag_size(body) + body;
+    unsigned char *out = (unsigned char *)PyByteArray_AS_STRING(buf) + start;
     out = put_zigzag(out, body);
     *out++ = 0; /* attributes */
     out = put_zigzag(out, timestamp_delta);
@@ -808,7 +804,6 @@ append_record(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
         out += value.len;
     }
     *out++ = 0; /* no headers */
-    result = PyLong_FromSsize_t(total);
 done:
     if (!key_null) {
         PyBuffer_Release(&key);
@@ -816,8 +811,159 @@ done:
     if (!value_null) {
         PyBuffer_Release(&value);
     }
+    return total;
+}
+
+/* append_record(buf, offset_delta, timestamp_delta, key, value) -> size appended, or None
+   when a field needs the general encoder (records.py's _record_body). No headers. */
+static PyObject *
+append_record(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5 || !PyByteArray_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "append_record(buf: bytearray, offset_delta, timestamp_delta, key, value)");
+        return NULL;
+    }
+    if (!PyLong_CheckExact(args[1]) || !PyLong_CheckExact(args[2])) {
+        Py_RETURN_NONE;
+    }
+    int overflow = 0;
+    long long offset_delta = PyLong_AsLongLongAndOverflow(args[1], &overflow);
+    if (overflow) {
+        Py_RETURN_NONE;
+    }
+    long long timestamp_delta = PyLong_AsLongLongAndOverflow(args[2], &overflow);
+    if (overflow) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t size = encode_record(args[0], offset_delta, timestamp_delta, args[3], args[4]);
+    if (size == -2) {
+        Py_RETURN_NONE;
+    }
+    return size < 0 ? NULL : PyLong_FromSsize_t(size);
+}
+
+/* -- BatchBuilder.append, through the builder's slots --------------------------------------- */
+
+/* The BatchBuilder slots the append reads and writes, by offset (bind_builder reads them
+   from the class's member descriptors); process-wide, as the capsule's users need them. */
+enum { B_BUF, B_BASE_TIMESTAMP, B_LAST_DELTA, B_COUNT, B_MAX_TIMESTAMP, BUILDER_SLOTS };
+static const char *const builder_slot_names[BUILDER_SLOTS] = {
+    "_buf", "_base_timestamp", "_last_delta", "_count", "_max_timestamp"};
+static Py_ssize_t builder_offsets[BUILDER_SLOTS];
+static PyTypeObject *builder_type; /* NULL until bound */
+
+static PyObject **
+builder_slot(PyObject *builder, int name)
+{
+    return (PyObject **)((char *)builder + builder_offsets[name]);
+}
+
+/* The slot's int, when it holds one that fits int64 (else 0). */
+static int
+builder_int(PyObject *builder, int name, long long *out)
+{
+    PyObject *value = *builder_slot(builder, name);
+    if (value == NULL || !PyLong_CheckExact(value)) {
+        return 0;
+    }
+    int overflow;
+    *out = PyLong_AsLongLongAndOverflow(value, &overflow);
+    return !overflow;
+}
+
+/* The capsule's builder_append: what BatchBuilder.append does for a record without headers
+   and with a timestamp, offset_delta one past the previous record's. */
+static int
+builder_append_c(PyObject *builder, PyObject *key, PyObject *value, int64_t timestamp)
+{
+    if (builder_type == NULL || Py_TYPE(builder) != builder_type) {
+        return 0;
+    }
+    PyObject *buf = *builder_slot(builder, B_BUF);
+    PyObject *base_obj = *builder_slot(builder, B_BASE_TIMESTAMP);
+    long long base = timestamp, last_delta, count, max_timestamp, delta;
+    if (buf == NULL || !PyByteArray_CheckExact(buf) || base_obj == NULL ||
+        (base_obj != Py_None && !builder_int(builder, B_BASE_TIMESTAMP, &base)) ||
+        !builder_int(builder, B_LAST_DELTA, &last_delta) ||
+        !builder_int(builder, B_COUNT, &count) ||
+        !builder_int(builder, B_MAX_TIMESTAMP, &max_timestamp) || last_delta >= INT32_MAX ||
+        __builtin_sub_overflow((long long)timestamp, base, &delta)) {
+        return 0;
+    }
+    /* The new values first: once the record is in buf, nothing may fail. */
+    PyObject *new_base = base_obj == Py_None ? PyLong_FromLongLong(base) : Py_NewRef(base_obj);
+    PyObject *new_delta = PyLong_FromLongLong(last_delta + 1);
+    PyObject *new_count = PyLong_FromLongLong(count + 1);
+    PyObject *new_max = timestamp > max_timestamp ? PyLong_FromLongLong(timestamp)
+                                                   : Py_NewRef(*builder_slot(builder, B_MAX_TIMESTAMP));
+    int result = -1;
+    if (new_base != NULL && new_delta != NULL && new_count != NULL && new_max != NULL) {
+        Py_ssize_t size = encode_record(buf, last_delta + 1, delta, key, value);
+        result = size == -2 ? 0 : size < 0 ? -1 : 1;
+    }
+    if (result == 1) {
+        Py_SETREF(*builder_slot(builder, B_BASE_TIMESTAMP), new_base);
+        Py_SETREF(*builder_slot(builder, B_LAST_DELTA), new_delta);
+        Py_SETREF(*builder_slot(builder, B_COUNT), new_count);
+        Py_SETREF(*builder_slot(builder, B_MAX_TIMESTAMP), new_max);
+        return 1;
+    }
+    Py_XDECREF(new_base);
+    Py_XDECREF(new_delta);
+    Py_XDECREF(new_count);
+    Py_XDECREF(new_max);
     return result;
 }
+
+/* builder_append(builder, value, key, timestamp) -> True, or None when the general path
+   must do it (builder untouched). */
+static PyObject *
+builder_append(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "builder_append(builder, value, key, timestamp)");
+        return NULL;
+    }
+    if (!PyLong_CheckExact(args[3])) {
+        Py_RETURN_NONE;
+    }
+    int overflow;
+    long long timestamp = PyLong_AsLongLongAndOverflow(args[3], &overflow);
+    if (overflow) {
+        Py_RETURN_NONE;
+    }
+    int done = builder_append_c(args[0], args[2], args[1], timestamp);
+    if (done < 0) {
+        return NULL;
+    }
+    return Py_NewRef(done ? Py_True : Py_None);
+}
+
+/* bind_builder(BatchBuilder) -> builder_append: reads the offsets of the class's slots. */
+static PyObject *
+bind_builder(PyObject *module, PyObject *cls)
+{
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "bind_builder takes the BatchBuilder class");
+        return NULL;
+    }
+    Py_ssize_t offsets[BUILDER_SLOTS];
+    if (slot_offsets(cls, builder_slot_names, BUILDER_SLOTS, offsets) < 0) {
+        return NULL;
+    }
+    memcpy(builder_offsets, offsets, sizeof offsets);
+    Py_XSETREF(builder_type, (PyTypeObject *)Py_NewRef(cls));
+    return PyObject_GetAttrString(module, "builder_append");
+}
+
+static gregor_produced_batch_api produced_batch_api = {
+    .version = GREGOR_PRODUCED_BATCH_API_VERSION,
+    .check = check_produced_batch,
+    .crc32c = crc32c_update,
+    .builder_append = builder_append_c,
+    .slot_offsets = slot_offsets,
+};
 
 static PyMethodDef module_methods[] = {
     {"make_decoder", make_decoder, METH_VARARGS,
@@ -829,6 +975,10 @@ static PyMethodDef module_methods[] = {
      "stamp_produced_batch(data, base_offset, leader_epoch, max_size) -> tuple or None"},
     {"append_record", (PyCFunction)(void (*)(void))append_record, METH_FASTCALL,
      "append_record(buf, offset_delta, timestamp_delta, key, value) -> size or None"},
+    {"bind_builder", bind_builder, METH_O,
+     "bind_builder(BatchBuilder) -> builder_append, which reads the class's slots"},
+    {"builder_append", (PyCFunction)(void (*)(void))builder_append, METH_FASTCALL,
+     "builder_append(builder, value, key, timestamp) -> True, or None for the general path"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -33,4 +33,5 @@ def native_function(name: str, module: str = PROTOCOL_EXTENSION) -> Any:
     if os.environ.get("GREGOR_NO_EXTENSIONS"):
         return None
     extension = _extension(module)
-    return None if extension is None else getattr(extension, name)
+    # A build older than this code may lack the function: then it is not there either.
+    return None if extension is None else getattr(extension, name, None)

@@ -771,6 +771,14 @@ class BatchBuilder:
         offset_delta: int | None = None,
     ) -> None:
         """Add a record. `offset_delta` defaults to one past the previous record's."""
+        if (
+            not headers
+            and offset_delta is None
+            and timestamp is not None
+            and _builder_append is not None
+            and _builder_append(self, value, key, timestamp)
+        ):
+            return  # its C twin did what follows
         if timestamp is None:
             timestamp = time.time_ns() // 1_000_000
         base = self._base_timestamp
@@ -852,6 +860,17 @@ class BatchBuilder:
         return b"".join(
             (header[:_CRC_AT], crc.to_bytes(4, "big"), header[_ATTRIBUTES_AT:], records)
         )
+
+
+def _bind_builder() -> (
+    Callable[[BatchBuilder, bytes | None, bytes | None, int], bool | None] | None
+):
+    bind = native_function("bind_builder")
+    return None if bind is None else bind(BatchBuilder)
+
+
+# BatchBuilder.append of a record without headers, in C (through the class's slots).
+_builder_append = _bind_builder()
 
 
 def build_control_batch(
