@@ -76,6 +76,15 @@ def test_the_client_wheel_works_alone(tmp_path: Path, shared_cluster: LocalClust
             [python, "-c", f"import {absent}"], capture_output=True, cwd=tmp_path
         )
         assert probe.returncode != 0, f"{absent} is importable in the fresh venv"
+    # The wheels carry their C extensions (this machine has a compiler), and they find each
+    # other: the producer's per-record path uses gregor-protocol's through its capsule.
+    native = run(
+        python,
+        "-c",
+        "from gregor.client.producer import accumulator; print(accumulator._native_append)",
+        cwd=tmp_path,
+    )
+    assert "built-in function append" in native
     topic = unique_topic("wheel")
     create_topic(shared_cluster, topic, partitions=1, replication_factor=3)
     script = tmp_path / "round_trip.py"

@@ -12,10 +12,15 @@
 Appends come from the application's threads, drains from the sender, so one lock guards
 the queues; it is held for a record's encoding, which is the cheap path either way. When an
 append makes a batch ready while the sender sleeps, it wakes the sender.
+
+`Accumulator.append` is the reference. Its common case (the record only counts: its batch
+stays open, the sticky partition stays) has a C twin (`_accumulate.c`, when built), which
+hands every other record to the reference; `appender()` gives whichever is in use.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 from collections import deque
@@ -29,6 +34,7 @@ from gregor.client.partitioner import StickyChoice, StickyPartitions
 from gregor.client.producer.batch import DeliveryCallback, ProducerBatch, RecordFuture
 from gregor.client.types import TopicPartition
 from gregor.protocol.errors import KafkaError, MessageTooLargeError
+from gregor.protocol.native import native_function
 from gregor.protocol.records import BATCH_HEADER_SIZE, Compression
 
 _new_tuple = tuple.__new__
@@ -56,6 +62,35 @@ class ReadyCheck:
 
 
 class Accumulator:
+    # Slots: the C twin of `append` (_accumulate.c) reads and writes them by offset.
+    __slots__ = (
+        "_in_flight",
+        "_open",
+        "_order",
+        "_queues",
+        "_sticky_current",
+        "_switch_after",
+        "_tps",
+        "batch_size",
+        "buffer_memory",
+        "changed",
+        "completions",
+        "compression",
+        "flushing",
+        "incomplete",
+        "linger",
+        "listeners",
+        "lock",
+        "max_in_flight_per_partition",
+        "max_record_size",
+        "max_request_size",
+        "memory_used",
+        "sender_idle",
+        "sticky",
+        "stopped",
+        "wake_sender",
+    )
+
     def __init__(
         self,
         *,
@@ -85,6 +120,7 @@ class Accumulator:
         self._open: dict[str, list[ProducerBatch | None]] = {}
         self.sticky = sticky
         self._sticky_current = sticky.current
+        self._switch_after = sticky.switch_after
         self.max_record_size = min(max_request_size - BATCH_HEADER_SIZE, buffer_memory)
         self._order = itertools.count()
         self.memory_used = 0
@@ -163,7 +199,7 @@ class Accumulator:
                 wake = True
             if choice is not None:
                 choice.produced += size
-                if choice.produced >= self.sticky.switch_after:
+                if choice.produced >= self._switch_after:
                     self._switch(topic, info)
             if wake and self.sender_idle:
                 self.sender_idle = False
@@ -174,6 +210,12 @@ class Accumulator:
         if wake:
             self.wake_sender()
         return _new_tuple(RecordFuture, (batch, index, timestamp))
+
+    def appender(self) -> Append:
+        """`self.append`, or its C twin bound to this accumulator when it is built."""
+        if _native_append is None:
+            return self.append
+        return functools.partial(_native_append, self)
 
     def _add_topic(self, topic: str, partitions: int) -> list[ProducerBatch | None]:
         """Per-partition state of a topic seen for the first time (or grown)."""
@@ -336,3 +378,33 @@ class Accumulator:
     def has_unsent(self) -> bool:
         with self.lock:
             return any(self._queues.values())
+
+
+Append = Callable[
+    [
+        str,
+        int | None,
+        TopicInfo,
+        bytes | None,
+        bytes | None,
+        Sequence[tuple[str, bytes | None]],
+        int,
+        DeliveryCallback | None,
+    ],
+    RecordFuture | None,
+]
+
+
+def _bind_native() -> Callable[..., RecordFuture | None] | None:
+    bind = native_function("bind", "gregor.client.producer._accumulate")
+    if bind is None:
+        return None
+    # The classes whose slots it reads and writes (by offset: they have __slots__).
+    append: Callable[..., RecordFuture | None] = bind(
+        Accumulator, ProducerBatch, StickyChoice, RecordFuture
+    )
+    return append
+
+
+# Accumulator.append's C twin: (accumulator, *append's arguments) -> the same result.
+_native_append = _bind_native()

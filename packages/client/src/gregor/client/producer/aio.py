@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable, Generator, Mapping
 from typing import Any
 
+import trio
+
 from gregor.client.config import ProducerConfig
 from gregor.client.producer.batch import DeliveryCallback, ProducerBatch, RecordFuture
 from gregor.client.producer.core import Headers, NeedMetadata, ProducerCore
@@ -114,6 +116,10 @@ class AsyncProducer(AsyncClient):
                 ),
                 topic,
             )
+        if future[1] == 0 and self._library == "trio":
+            # The sender runs in this loop: a record that starts a batch (likely the one
+            # before it filled up) lets it ship, so a loop that never waits still streams.
+            await trio.lowlevel.checkpoint()
         return _new_tuple(AsyncRecordFuture, (future, self._library))
 
     async def _produce_waiting(

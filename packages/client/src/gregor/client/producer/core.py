@@ -1,9 +1,9 @@
 """The producer's core, shared by Producer and AsyncProducer.
 
-The part that runs in the caller's thread (`append_record` + `Accumulator.append`) serializes,
-picks the partition and encodes the record into its batch; the part on the trio loop
-(`run`) keeps metadata fresh and sends. The wrappers only decide how to wait: for metadata
-of a new topic, for room in the buffer, for a flush.
+The part that runs in the caller's thread (`append_record`, then `Accumulator.append` or its
+C twin) serializes, picks the partition and encodes the record into its batch; the part on
+the trio loop (`run`) keeps metadata fresh and sends. The wrappers only decide how to wait:
+for metadata of a new topic, for room in the buffer, for a flush.
 """
 
 from __future__ import annotations
@@ -80,6 +80,7 @@ class ProducerCore:
             max_in_flight_per_partition=per_partition,
             sticky=sticky,
         )
+        self._append = self.accumulator.appender()  # the hot path's last step, bound once
         self.transactions = TransactionManager(config, self.client)
         self.sender = Sender(config, self.accumulator, self.client, self.transactions)
         self.key_serializer = serializer(config.key_serializer, "key.serializer")
@@ -134,7 +135,7 @@ class ProducerCore:
             )
         if timestamp is None:
             timestamp = time_ns() // 1_000_000
-        return self.accumulator.append(
+        return self._append(
             topic,
             partition,
             info,
