@@ -9,7 +9,8 @@ ratios to those ceilings. One Python process cannot drive confluent-kafka much p
 records/s on a slow machine, so the clients are `--clients` processes at once (4 by
 default), each with partitions of its own. Each figure is the best of `--rounds` runs.
 Targets on the 2-core machine: at least 500,000 records/s produced into one broker, at
-least 1,000,000 records/s consumed.
+least 1,000,000 records/s consumed. The log is also read by kcat (librdkafka's C consumer,
+without confluent-kafka's Python object per record), as a peer consumer.
 
     python bench/bench_broker.py [--records N] [--clients C] [--rounds R] [--skip-replicated]
 """
@@ -206,6 +207,38 @@ def consume_worker(bootstrap: str, partitions: list[int], records: int, go: Barr
     return elapsed
 
 
+def records_in_log(bootstrap: str, partitions: int) -> int:
+    """Every record of the topic (each produce round added its own)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-no-commits"})
+    try:
+        total = 0
+        for partition in range(partitions):
+            low, high = consumer.get_watermark_offsets(TopicPartition(TOPIC, partition), 10)
+            total += high - low
+        return total
+    finally:
+        consumer.close()
+
+
+def kcat_consume(bootstrap: str, records: int) -> float:
+    """Seconds for kcat (librdkafka's C consumer, no Python object per record) to read every
+    partition of the topic from the beginning to its end; it prints one short line per
+    record, counted here so that a short read fails."""
+    command = ["kcat", "-C", "-b", bootstrap, "-e", "-q", "-f", "%p\\n"]
+    for option in ("fetch.max.bytes", "max.partition.fetch.bytes", "queued.max.messages.kbytes"):
+        command += ["-X", f"{option}={CONSUMER[option]}"]
+    command += ["-t", TOPIC, "-o", "beginning"]  # every partition
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, timeout=600, check=True)
+    elapsed = time.perf_counter() - started
+    seen = done.stdout.count(b"\n")
+    if seen != records:
+        raise RuntimeError(f"kcat read {seen} records, not {records}")
+    return elapsed
+
+
 def _child(work: Callable[..., float], args: tuple[Any, ...], results: Any) -> None:
     try:
         results.put(work(*args))
@@ -324,7 +357,8 @@ def ceilings(records: int, clients: int, rounds: int) -> tuple[float, float]:
 
 def gregor_run(
     records: int, clients: int, brokers: int, acks: str, rounds: int
-) -> tuple[float, float]:
+) -> tuple[float, float, float]:
+    """Produced and consumed records/s with confluent-kafka, then consumed with kcat."""
     from gregor.broker.devcluster import LocalCluster, create_topic
 
     with tempfile.TemporaryDirectory(prefix="bench-broker-") as tmp:
@@ -359,9 +393,17 @@ def gregor_run(
                     ),
                 ),
             )
+            # The same log read by librdkafka's C consumer alone: what the broker delivers
+            # when the consumer is not the Python layer (whose ceiling the stub shows).
+            in_log = records_in_log(bootstrap, clients * PARTITIONS_PER_CLIENT)
+            peer = line(
+                f"gregor consume with kcat ({label})",
+                in_log,
+                *best_of(rounds, pids, lambda: kcat_consume(bootstrap, in_log)),
+            )
         finally:
             cluster.stop()
-    return produced, consumed
+    return produced, consumed, peer
 
 
 def main() -> int:
@@ -385,7 +427,7 @@ def main() -> int:
         f"{args.clients * PARTITIONS_PER_CLIENT} partitions"
     )
     produce_ceiling, consume_ceiling = ceilings(records, args.clients, args.rounds)
-    produced, consumed = gregor_run(records, args.clients, 1, "1", args.rounds)
+    produced, consumed, peer = gregor_run(records, args.clients, 1, "1", args.rounds)
     print(
         f"  gregor / ceiling: produce {produced / produce_ceiling:.2f}, "
         f"consume {consumed / consume_ceiling:.2f}"
@@ -393,11 +435,19 @@ def main() -> int:
     for what, rate, target in (
         ("produced", produced, TARGET_PRODUCE),
         ("consumed", consumed, TARGET_CONSUME),
+        ("consumed by kcat", peer, TARGET_CONSUME),
     ):
         verdict = "met" if rate >= target else "not met"
         print(f"  target {target:,} records/s {what}: {verdict}")
+    if consumed < TARGET_CONSUME and max(consume_ceiling, peer) < TARGET_CONSUME:
+        print(
+            f"  (the consumers set the limit: confluent-kafka reads {consume_ceiling:,.0f} "
+            f"records/s even from the stub, kcat {peer:,.0f} from gregor)"
+        )
     if not args.skip_replicated:
-        replicated, replicated_consumed = gregor_run(records, args.clients, 3, "all", args.rounds)
+        replicated, replicated_consumed, _ = gregor_run(
+            records, args.clients, 3, "all", args.rounds
+        )
         print(
             "  gregor / ceiling (3 brokers, acks=all): "
             f"produce {replicated / produce_ceiling:.2f}, "
