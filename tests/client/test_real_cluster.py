@@ -5,6 +5,7 @@ consumer groups."""
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import Callable
 from typing import Any
@@ -24,7 +25,11 @@ from gregor.client import (
     TopicPartition,
 )
 from gregor.client.admin import ConfigResource, ElectionType, ResourceType
-from gregor.protocol.errors import ElectionNotNeededError, TopicAlreadyExistsError
+from gregor.protocol.errors import (
+    ElectionNotNeededError,
+    MessageTooLargeError,
+    TopicAlreadyExistsError,
+)
 from gregor.protocol.hashing import default_partition
 from gregor_testing.cluster import create_topic, metadata, unique_topic, wait_for
 
@@ -73,6 +78,47 @@ def test_round_trip_with_every_codec(shared_cluster: LocalCluster, codec: str) -
     )
     by_offset = {(r.partition, r.offset): r.key for r in got}
     assert {(m.partition, m.offset) for m in placed} == set(by_offset)
+
+
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_a_batch_over_the_topic_limit_is_split_and_a_record_over_it_fails(
+    shared_cluster: LocalCluster, codec: str
+) -> None:
+    """The topic takes batches of 4,000 bytes at most; the producer gathers 50 records of
+    ~300 bytes (incompressible) into one batch. It splits it until the halves fit, so each
+    record lands once, in order; a record of 5,000 bytes alone still fails."""
+    topic = unique_topic("split")
+    create_topic(
+        shared_cluster,
+        topic,
+        partitions=1,
+        replication_factor=3,
+        configs={"max.message.bytes": "4000"},
+    )
+    values = [b"%03d" % i + random.Random(i).randbytes(297) for i in range(50)]
+    delivered: list[tuple[int, int]] = []
+    config = {"linger.ms": 200, "compression.type": codec, "enable.idempotence": False}
+    with Producer(settings(shared_cluster, **config)) as producer:
+        futures = [
+            producer.produce(
+                topic,
+                value,
+                partition=0,
+                on_delivery=lambda error, meta, i=i: delivered.append((i, meta.offset)),
+            )
+            for i, value in enumerate(values)
+        ]
+        too_large = producer.produce(topic, random.Random(-1).randbytes(5_000), partition=0)
+        producer.flush(60)
+        offsets = [f.result(0).offset for f in futures]
+        with pytest.raises(MessageTooLargeError, match=f"{topic}-0"):
+            too_large.result(0)
+    assert offsets == list(range(50))
+    assert sorted(delivered) == [(i, i) for i in range(50)]
+    with Consumer(settings(shared_cluster, **{"auto.offset.reset": "earliest"})) as c:
+        c.assign([TopicPartition(topic, 0)])
+        got = read(c, 50)
+    assert [(r.offset, r.value) for r in got] == list(enumerate(values))
 
 
 def test_async_clients_under_trio_and_asyncio(shared_cluster: LocalCluster) -> None:

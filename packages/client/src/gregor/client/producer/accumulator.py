@@ -35,7 +35,7 @@ from gregor.client.producer.batch import DeliveryCallback, ProducerBatch, Record
 from gregor.client.types import TopicPartition
 from gregor.protocol.errors import KafkaError, MessageTooLargeError
 from gregor.protocol.native import native_function
-from gregor.protocol.records import BATCH_HEADER_SIZE, Compression
+from gregor.protocol.records import BATCH_HEADER_SIZE, Compression, iter_batches
 
 _new_tuple = tuple.__new__
 
@@ -234,7 +234,7 @@ class Accumulator:
         queue = self._queues.get(tp)
         if queue is None:
             queue = self._queues[tp] = deque()
-        batch = ProducerBatch(tp, self.compression, monotonic(), next(self._order))
+        batch = ProducerBatch(tp, self.compression, monotonic(), (next(self._order),))
         queue.append(batch)
         open_batches[partition] = batch
         self.incomplete += 1
@@ -342,6 +342,41 @@ class Accumulator:
             queue = self._queues.setdefault(batch.tp, deque())
             at = next((i for i, b in enumerate(queue) if b.order > batch.order), len(queue))
             queue.insert(at, batch)
+
+    def split(self, batch: ProducerBatch) -> list[ProducerBatch]:
+        """Replace an in-flight batch the broker found too large (it holds two records or
+        more) with two parts, each about half its bytes, queued where it was: before every
+        batch created after it. The parts hold its share of buffer.memory; it completes
+        once they have (the sender sees to that). A part still too large splits again."""
+        records = [r for b in iter_batches(batch.seal()) for r in b.records()]
+        sizes = [record_size(r.key, r.value, r.headers) for r in records]
+        cut, half = 1, sizes[0]
+        while cut < len(records) - 1 and half + sizes[cut] <= batch.size // 2:
+            half += sizes[cut]
+            cut += 1
+        parts: list[tuple[int, ProducerBatch]] = []
+        for k, (start, stop) in enumerate(((0, cut), (cut, len(records)))):
+            # Ordered after everything before the batch and before everything after it.
+            part = ProducerBatch(batch.tp, self.compression, batch.created, (*batch.order, k))
+            part.parent = batch
+            part.attempts = batch.attempts
+            for record in records[start:stop]:
+                part.builder.append(record.value, record.key, record.headers, record.timestamp)
+            part.count = stop - start
+            part.size = sum(sizes[start:stop])
+            parts.append((start, part))
+        with self.lock:
+            batch.parts = parts
+            batch.unsettled_parts = len(parts)
+            self.memory_used += sum(p.size for _, p in parts) - batch.size
+            batch.size = 0
+            self.incomplete += len(parts)
+            self._in_flight[batch.tp] -= 1
+            queue = self._queues.setdefault(batch.tp, deque())
+            at = next((i for i, b in enumerate(queue) if b.order > batch.order), len(queue))
+            for _, part in reversed(parts):
+                queue.insert(at, part)
+        return [part for _, part in parts]
 
     def sent(self, batch: ProducerBatch) -> None:
         """A drained batch is no longer in flight (it completed or will be re-enqueued)."""

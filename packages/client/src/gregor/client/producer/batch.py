@@ -5,6 +5,10 @@ call does the per-record work once and the sender only seals, compresses and shi
 batches. Delivery is decided per batch: every record of a batch shares its outcome, and a
 record's offset is the batch's base offset plus its index.
 
+A batch the broker finds too large (MESSAGE_TOO_LARGE) is split into parts that are sent
+instead (`parts`); it completes when they all have, and each record's outcome is the one of
+the part that holds it (`locate`).
+
 Completion happens on the I/O side; callers wait in their own way, so a batch keeps a list
 of callbacks (set a threading.Event, a trio.Event, or schedule onto an asyncio loop). The
 list and the done flag are guarded by one lock shared by all batches: registering a waiter
@@ -44,18 +48,27 @@ class ProducerBatch:
         "last_error",
         "log_append_time",
         "order",
+        "parent",
+        "parts",
         "producer_epoch",
         "producer_id",
         "retry_at",
         "size",
         "tp",
+        "unsettled_parts",
     )
 
     def __init__(
-        self, tp: TopicPartition, compression: Compression, created: float, order: int = 0
+        self,
+        tp: TopicPartition,
+        compression: Compression,
+        created: float,
+        order: tuple[int, ...] = (0,),
     ) -> None:
         self.tp = tp
-        self.order = order  # creation order within the partition: retries go back in order
+        # Creation order within the partition, so retries go back in order: (n,) for the
+        # n-th batch, and its order plus (0,) and (1,) for the halves of a split one.
+        self.order = order
         self.builder = BatchBuilder(compression)
         self.created = created  # time.monotonic()
         self.count = 0
@@ -75,6 +88,10 @@ class ProducerBatch:
         self.error: KafkaError | None = None
         self.last_error: KafkaError | None = None  # of the latest retried attempt
         self._done_callbacks: list[Callable[[ProducerBatch], None]] | None = None
+        # When split: (index of its first record here, part), in record order.
+        self.parts: list[tuple[int, ProducerBatch]] | None = None
+        self.unsettled_parts = 0
+        self.parent: ProducerBatch | None = None  # the batch this one is a part of
 
     def __repr__(self) -> str:
         return f"<ProducerBatch {self.tp} records={self.count} attempts={self.attempts}>"
@@ -113,6 +130,14 @@ class ProducerBatch:
         for callback in callbacks or ():
             callback(self)
 
+    def locate(self, index: int) -> tuple[ProducerBatch, int]:
+        """The batch that carried record `index` of this one, and its index there."""
+        batch = self
+        while batch.parts is not None:
+            start, part = next((s, p) for s, p in reversed(batch.parts) if s <= index)
+            batch, index = part, index - start
+        return batch, index
+
     def metadata(self, index: int, timestamp: int) -> RecordMetadata:
         offset = self.base_offset + index if self.base_offset >= 0 else -1
         when = self.log_append_time if self.log_append_time >= 0 else timestamp
@@ -121,7 +146,8 @@ class ProducerBatch:
     def run_delivery_callbacks(self) -> None:
         """Call each record's on_delivery (in the caller's thread)."""
         for index, timestamp, callback in self.callbacks or ():
-            callback(self.error, self.metadata(index, timestamp))
+            batch, index = self.locate(index)
+            callback(batch.error, batch.metadata(index, timestamp))
 
 
 class RecordFuture(tuple[ProducerBatch, int, int]):
@@ -137,6 +163,7 @@ class RecordFuture(tuple[ProducerBatch, int, int]):
 
     def _outcome(self) -> RecordMetadata:
         batch, index, timestamp = self
+        batch, index = batch.locate(index)
         if batch.error is not None:
             raise batch.error
         return batch.metadata(index, timestamp)

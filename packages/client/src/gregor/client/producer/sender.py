@@ -11,6 +11,8 @@ Each partition of a response settles its batch:
   into its queue, in creation order, after retry.backoff.ms (doubling up to
   retry.backoff.max.ms), while attempts stay within `retries` and the batch within
   delivery.timeout.ms; errors that mean stale metadata also refresh it;
+- MESSAGE_TOO_LARGE for a batch of several records (without a producer id): it is split in
+  two halves, sent in its place;
 - anything else: the batch fails with that error, naming the partition and the broker.
 A batch still queued when delivery.timeout.ms has passed since it was created fails with a
 timeout.
@@ -252,6 +254,14 @@ class Sender:
         if code == ErrorCode.NONE or code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
             self._succeed(batch, base_offset, log_append_time)
             return
+        if code == ErrorCode.MESSAGE_TOO_LARGE and batch.count > 1 and batch.producer_id < 0:
+            # Over the topic's max.message.bytes as one batch: send its records in two
+            # halves, as the Java client does. (With a producer id the broker numbered this
+            # batch's sequences; it fails as sent.)
+            log.info("%r is too large for %s: splitting it", batch, where)
+            self.accumulator.split(batch)
+            self.wake()
+            return
         error_class = KafkaError.for_code(code)
         error = error_class(
             f"producing to {batch.tp} on {where}: {error_class.error_name()}"
@@ -304,3 +314,8 @@ class Sender:
         self.accumulator.completed([batch])
         if self.delivered is not None and batch.callbacks:
             self.delivered(batch)
+        parent = batch.parent
+        if parent is not None:
+            parent.unsettled_parts -= 1
+            if not parent.unsettled_parts:  # its records' outcomes are those of its parts
+                self._complete(parent)
