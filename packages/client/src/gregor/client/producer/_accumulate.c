@@ -91,32 +91,18 @@ field_size(PyObject *field)
     return PyBytes_CheckExact(field) ? PyBytes_GET_SIZE(field) : -1;
 }
 
-/* The record's future: RecordFuture((batch, index, timestamp)), the tuple the reference
- * makes, taking the references to index and timestamp. */
-static PyObject *
-new_future(PyObject *batch, PyObject *index, PyObject *timestamp)
-{
-    PyObject *future = future_type->tp_alloc(future_type, 3);
-    if (future == NULL) {
-        Py_DECREF(index);
-        Py_DECREF(timestamp);
-        return NULL;
-    }
-    PyTuple_SET_ITEM(future, 0, Py_NewRef(batch));
-    PyTuple_SET_ITEM(future, 1, index);
-    PyTuple_SET_ITEM(future, 2, timestamp);
-    return future;
-}
-
-/* The values the append stores, made before the record is written, so that nothing can
- * fail after it. */
+/* The values the append stores and the record's future, RecordFuture((batch, index,
+ * timestamp)) as the reference makes it, made before the record is written, so that nothing
+ * can fail after it. */
 typedef struct {
-    PyObject *count, *size, *memory_used, *produced, *entry, *callbacks, *index, *timestamp;
+    PyObject *future, *count, *size, *memory_used, *produced, *entry, *callbacks, *index,
+        *timestamp;
 } updates;
 
 static void
 drop_updates(updates *u)
 {
+    Py_CLEAR(u->future);
     Py_CLEAR(u->count);
     Py_CLEAR(u->size);
     Py_CLEAR(u->memory_used);
@@ -143,14 +129,7 @@ append_locked(PyObject *acc, PyObject *topic, PyObject *partition, PyObject *inf
     }
     PyObject *choice = NULL;
     if (partition == Py_None) {
-        PyObject *current = get_slot(acc, STICKY_CURRENT);
-        if (current == NULL || !PyDict_CheckExact(current)) {
-            return 0;
-        }
-        choice = PyDict_GetItemWithError(current, topic);
-        if (choice == NULL) {
-            return PyErr_Occurred() ? -1 : 0;
-        }
+        /* len(info.partitions) first: what follows borrows references and runs no Python. */
         PyObject *partitions = PyObject_GetAttr(info, partitions_name);
         if (partitions == NULL) {
             return -1;
@@ -159,6 +138,14 @@ append_locked(PyObject *acc, PyObject *topic, PyObject *partition, PyObject *inf
         Py_DECREF(partitions);
         if (count_partitions < 0) {
             return -1;
+        }
+        PyObject *current = get_slot(acc, STICKY_CURRENT);
+        if (current == NULL || !PyDict_CheckExact(current)) {
+            return 0;
+        }
+        choice = PyDict_GetItemWithError(current, topic);
+        if (choice == NULL) {
+            return PyErr_Occurred() ? -1 : 0;
         }
         long long chosen;
         if (Py_TYPE(choice) != owner_type[CHOICE] || !slot_int(choice, PARTITION, &chosen) ||
@@ -202,6 +189,7 @@ append_locked(PyObject *acc, PyObject *topic, PyObject *partition, PyObject *inf
         }
     }
     updates u = {0};
+    u.future = future_type->tp_alloc(future_type, 3); /* filled once the record is in */
     u.count = PyLong_FromLongLong(count + 1);
     u.size = PyLong_FromLongLong(batch_bytes + size);
     u.memory_used = PyLong_FromLongLong(memory_used + size);
@@ -212,7 +200,8 @@ append_locked(PyObject *acc, PyObject *topic, PyObject *partition, PyObject *inf
         u.entry = PyTuple_Pack(3, u.index, timestamp, callback);
         u.callbacks = callbacks == Py_None ? PyList_New(0) : Py_NewRef(callbacks);
     }
-    if (u.count == NULL || u.size == NULL || u.memory_used == NULL || u.produced == NULL ||
+    if (u.future == NULL || u.count == NULL || u.size == NULL || u.memory_used == NULL ||
+        u.produced == NULL ||
         (callback != Py_None && (u.entry == NULL || u.callbacks == NULL))) {
         drop_updates(&u);
         return -1;
@@ -245,8 +234,11 @@ append_locked(PyObject *acc, PyObject *topic, PyObject *partition, PyObject *inf
     else {
         Py_DECREF(u.produced);
     }
-    *future = new_future(batch, u.index, u.timestamp);
-    return *future == NULL ? -1 : 1;
+    PyTuple_SET_ITEM(u.future, 0, Py_NewRef(batch));
+    PyTuple_SET_ITEM(u.future, 1, u.index);
+    PyTuple_SET_ITEM(u.future, 2, u.timestamp);
+    *future = u.future;
+    return 1;
 }
 
 static PyObject *
@@ -274,8 +266,10 @@ append(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
         goto reference_append;
     }
     /* A blocking acquire, as the reference's: it tries without letting go of the GIL first. */
+    Py_INCREF(lock);
     PyObject *got = acquire_lock(lock, empty_tuple, NULL);
     if (got == NULL) {
+        Py_DECREF(lock);
         return NULL;
     }
     Py_DECREF(got);
@@ -283,6 +277,7 @@ append(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     int taken = append_locked(acc, topic, args[2], args[3], args[4], args[5], timestamp, ts,
                               args[8], size, &future);
     PyObject *released = release_lock(lock, NULL);
+    Py_DECREF(lock);
     if (released == NULL) {
         Py_XDECREF(future);
         return NULL;
