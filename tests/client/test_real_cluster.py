@@ -121,6 +121,24 @@ def test_a_batch_over_the_topic_limit_is_split_and_a_record_over_it_fails(
     assert [(r.offset, r.value) for r in got] == list(enumerate(values))
 
 
+def test_idle_connections_close_and_the_next_record_reconnects(
+    shared_cluster: LocalCluster,
+) -> None:
+    topic = unique_topic("idle")
+    create_topic(shared_cluster, topic, partitions=1, replication_factor=3)
+    with Producer(settings(shared_cluster, **{"connections.max.idle.ms": 300})) as producer:
+        first = producer.produce(topic, b"a", partition=0).result(30)
+        network = producer._core.client
+        nodes = [*network._nodes.values(), *network._bootstrap]
+
+        def all_closed() -> bool:
+            return all(n.connection is None or n.connection.closed for n in nodes)
+
+        wait_for(all_closed, 30, "the idle connections to close")
+        second = producer.produce(topic, b"b", partition=0).result(30)
+    assert (first.offset, second.offset) == (0, 1)
+
+
 def test_async_clients_under_trio_and_asyncio(shared_cluster: LocalCluster) -> None:
     topic = unique_topic("aio")
     create_topic(shared_cluster, topic, partitions=1, replication_factor=3)

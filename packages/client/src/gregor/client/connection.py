@@ -95,6 +95,9 @@ class BrokerConnection:
         self._correlation_ids = itertools.count()
         self._closed: Exception | None = None
         self.broker_versions: dict[int, tuple[int, int]] = {}
+        # The trio clock when a request last went out or a response came in, or a user took
+        # the connection: what connections.max.idle.ms is counted from.
+        self.last_used = trio.current_time()
 
     def __repr__(self) -> str:
         return f"<BrokerConnection {self.host}:{self.port}>"
@@ -139,6 +142,11 @@ class BrokerConnection:
     @property
     def closed(self) -> bool:
         return self._closed is not None
+
+    @property
+    def in_flight(self) -> int:
+        """Requests sent and not answered yet."""
+        return len(self._pending)
 
     # -- versions --------------------------------------------------------------------------
 
@@ -231,6 +239,7 @@ class BrokerConnection:
                 raise
             if pending is not None:
                 self._pending.append(pending)
+            self.last_used = trio.current_time()
             try:
                 await self._stream.send_all(frame)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
@@ -291,6 +300,7 @@ class BrokerConnection:
         pending.frame = frame
         pending.done.set()
         self._slots.release()
+        self.last_used = trio.current_time()
 
     # -- closing ---------------------------------------------------------------------------
 

@@ -128,6 +128,8 @@ class NetworkClient:
                 self._nursery = nursery
                 self._update_wanted.bind()
                 nursery.start_soon(self._metadata_loop)
+                if self.config.connections_max_idle_ms >= 0:
+                    nursery.start_soon(self._close_idle, self.config.connections_max_idle_ms / 1000)
                 task_status.started()
                 await trio.sleep_forever()
         finally:
@@ -214,6 +216,7 @@ class NetworkClient:
 
     async def _connect(self, node: _Node) -> BrokerConnection:
         if node.connection is not None and not node.connection.closed:
+            node.connection.last_used = trio.current_time()  # not idle: about to be used
             return node.connection
         if node.connecting is not None:  # someone else is connecting: share the outcome
             await node.connecting.wait()
@@ -243,6 +246,29 @@ class NetworkClient:
         node.connection = connection
         self._owner[connection] = node
         return connection
+
+    async def _close_idle(self, idle: float) -> None:
+        """Close connections that carried nothing for connections.max.idle.ms, as the Java
+        client does (the next request to the broker connects again)."""
+        while True:
+            await trio.sleep(max(idle / 2, 0.01))
+            now = trio.current_time()
+            closed = False
+            for node in [*self._nodes.values(), *self._bootstrap]:
+                connection = node.connection
+                if (
+                    connection is not None
+                    and not connection.closed
+                    and not connection.in_flight
+                    and now - connection.last_used >= idle
+                ):
+                    log.debug("closing the idle connection to %s:%s", node.host, node.port)
+                    connection._close(NetworkError("idle for connections.max.idle.ms"))
+                    node.connection = None
+                    self._owner.pop(connection, None)
+                    closed = True
+            if closed:
+                self._notify()
 
     async def _any_bootstrap(self) -> BrokerConnection:
         """A connection to some broker: a connected known one, else the first reachable of
