@@ -135,10 +135,12 @@ def test_sigterm_is_graceful_and_sigkill_loses_nothing_acknowledged(
 def test_a_whole_cluster_stops_with_every_controlled_shutdown_complete(
     cluster_factory: Factory,
 ) -> None:
-    # A retry backoff no test could wait out (the brokers' stop would time out and SIGKILL
-    # them): stopping together, no broker may need it. The last ones lead partitions that
-    # no one else can take over, and the controller leaves while the others ask it.
-    cluster = cluster_factory(3, controlled_shutdown_retry_backoff_ms=600_000)
+    # Stopping together: the last ones lead partitions that no one else can take over, and
+    # the controller leaves while the others ask it. A broker may need one retry, as with
+    # Kafka: one that asked the old controller has left the ISR, and the new controller
+    # cannot know it is leaving, so a partition it follows still looks movable. (That no
+    # retry waits on what can never move is tested on the controller, tests/controller.)
+    cluster = cluster_factory(3, controlled_shutdown_retry_backoff_ms=1_000)
     create_topic(cluster, unique_topic("replicated"), partitions=6, replication_factor=3)
     create_topic(cluster, unique_topic("single"), partitions=3, replication_factor=1)
     for broker in cluster.brokers:
@@ -147,7 +149,6 @@ def test_a_whole_cluster_stops_with_every_controlled_shutdown_complete(
     for broker in cluster.brokers:
         log = broker.log_tail(50_000)
         assert "controlled shutdown succeeded" in log
-        assert "incomplete" not in log
         assert "did not complete" not in log
 
 
