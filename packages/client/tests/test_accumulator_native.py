@@ -1,22 +1,27 @@
-"""The C twin of Accumulator.append (`_accumulate.c`) against the reference: the same calls
-give the same futures, batches, bytes and bookkeeping, and every case it does not take
-(a new batch, a full one, headers, a full buffer, a stopped producer) is the reference's."""
+"""The C twins of Accumulator.append and ProducerCore.append_record (`_accumulate.c`)
+against the references: the same calls give the same futures, batches, bytes and
+bookkeeping, and every case they do not take (a new batch, a full one, headers, a full
+buffer, a stopped producer, a key to hash, a serializer, an unknown topic) is the
+reference's."""
 
 from __future__ import annotations
 
 import random
 import threading
+import time
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gregor.client.cluster import PartitionInfo, TopicInfo
+from gregor.client.cluster import Cluster, PartitionInfo, TopicInfo
+from gregor.client.config import ProducerConfig
 from gregor.client.partitioner import StickyPartitions
 from gregor.client.producer import accumulator as accumulator_module
 from gregor.client.producer.accumulator import Accumulator
 from gregor.client.producer.batch import RecordFuture
+from gregor.client.producer.core import NeedMetadata, ProducerCore
 from gregor.client.types import TopicPartition
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.records import Compression
@@ -175,3 +180,61 @@ def test_it_checks_its_arguments() -> None:
         native(object(), TOPIC, 0, INFO, None, b"v", (), 1, None)
     with pytest.raises(TypeError, match="append"):
         native(make(), TOPIC)
+
+
+def make_core(seed: int, **config: Any) -> ProducerCore:
+    core = ProducerCore(
+        ProducerConfig.from_dict(
+            {"bootstrap.servers": "127.0.0.1:9", "batch.size": 1_000, **config}
+        )
+    )
+    core.client.cluster = Cluster(topics={TOPIC: INFO})
+    core.accumulator.sticky._rng = random.Random(seed)
+    return core
+
+
+records = st.tuples(
+    st.sampled_from([TOPIC, TOPIC, TOPIC, "unknown"]),
+    st.one_of(fields, fields, fields, st.just("text")),  # value
+    st.one_of(st.none(), st.none(), fields),  # key
+    st.one_of(st.none(), st.none(), st.integers(-1, 4)),  # partition (4: out of range)
+    st.sampled_from([None, None, None, [], [("h", b"x")]]),  # headers
+    st.integers(0, 2**42),  # timestamp
+    st.sampled_from([None, delivered]),
+)
+
+
+def core_outcome(call: Any, args: tuple[Any, ...]) -> object:
+    try:
+        future = call(*args)
+    except (Exception, NeedMetadata) as exc:
+        return type(exc)
+    assert type(future) is RecordFuture
+    batch, index, timestamp = future
+    return (batch.tp, batch.order, index, timestamp)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(records, min_size=10, max_size=60),
+    st.integers(0, 2**32),
+    st.sampled_from([{}, {}, {"key.serializer": "str"}, {"partitioner": "murmur2"}]),
+)
+def test_the_c_append_record_does_what_the_reference_does(
+    calls: list[tuple[Any, ...]], seed: int, config: dict[str, str]
+) -> None:
+    reference, twin = make_core(seed, **config), make_core(seed, **config)
+    assert twin.record_appender is not twin.append_record
+    for args in calls:
+        assert core_outcome(twin.record_appender, args) == core_outcome(
+            reference.append_record, args
+        )
+    assert snapshot(twin.accumulator) == snapshot(reference.accumulator)
+
+
+def test_the_c_append_record_stamps_the_time_as_the_reference() -> None:
+    core = make_core(1)
+    before = time.time_ns() // 1_000_000
+    future = core.record_appender(TOPIC, b"v", None, None, None, None, None)
+    after = time.time_ns() // 1_000_000
+    assert future is not None and before <= future[2] <= after

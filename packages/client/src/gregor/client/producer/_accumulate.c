@@ -1,10 +1,17 @@
 /*
- * The producer's per-record path in C: the common case of Accumulator.append
- * (accumulator.py), which is the reference and says what it does.
+ * The producer's per-record path in C: the common cases of Accumulator.append
+ * (accumulator.py) and ProducerCore.append_record (core.py), which are the references and
+ * say what they do.
  *
  *   bind(accumulator_type, batch_type, choice_type, future_type)
  *       -> append(accumulator, topic, partition, info, key, value, headers, timestamp,
  *                 callback), the same call as accumulator.append(...) and the same result
+ *   bind_core(core_type) (after bind)
+ *       -> append_record(core, topic, value, key, partition, headers, timestamp,
+ *                        on_delivery), the same as core.append_record(...) (core.py): for a
+ *          core without serializers whose keyless records stick, a known topic, no key
+ *          unless the partition is given and no headers, it stamps the time and calls
+ *          append directly; anything else goes to the reference
  *
  * It takes a record when nothing but counting happens: the partition's open batch has room
  * and stays open, the sticky partition does not switch, the buffer has room, the lock is
@@ -19,6 +26,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "_produced_batch.h"
 
@@ -30,7 +38,7 @@ static const gregor_produced_batch_api *api;
 enum {
     /* the accumulator's */
     MAX_RECORD_SIZE, LOCK, MEMORY_USED, BUFFER_MEMORY, STOPPED, STICKY_CURRENT, SWITCH_AFTER,
-    OPEN, BATCH_SIZE,
+    OPEN, BATCH_SIZE, FUTURE_TYPE,
     /* the batch's */
     IS_OPEN, COUNT, SIZE, CALLBACKS, BUILDER,
     /* the sticky choice's */
@@ -41,7 +49,7 @@ enum { ACCUMULATOR, BATCH, CHOICE, OWNERS };
 static const int owner_first[OWNERS + 1] = {MAX_RECORD_SIZE, IS_OPEN, PARTITION, SLOTS};
 static const char *const slot_names[SLOTS] = {
     "max_record_size", "lock", "memory_used", "buffer_memory", "stopped", "_sticky_current",
-    "_switch_after", "_open", "batch_size",
+    "_switch_after", "_open", "batch_size", "future_type",
     "is_open", "count", "size", "callbacks", "builder",
     "partition", "produced"};
 static Py_ssize_t slot_offset[SLOTS];
@@ -188,8 +196,16 @@ append_locked(PyObject *acc, PyObject *topic, PyObject *partition, PyObject *inf
             return 0;
         }
     }
+    /* The accumulator's future type: RecordFuture or a subclass with nothing added. */
+    PyObject *type = get_slot(acc, FUTURE_TYPE);
+    if (type == NULL || !PyType_Check(type) ||
+        ((PyTypeObject *)type != future_type &&
+         (!PyType_IsSubtype((PyTypeObject *)type, future_type) ||
+          ((PyTypeObject *)type)->tp_basicsize != future_type->tp_basicsize))) {
+        return 0;
+    }
     updates u = {0};
-    u.future = future_type->tp_alloc(future_type, 3); /* filled once the record is in */
+    u.future = ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, 3); /* filled last */
     u.count = PyLong_FromLongLong(count + 1);
     u.size = PyLong_FromLongLong(batch_bytes + size);
     u.memory_used = PyLong_FromLongLong(memory_used + size);
@@ -294,6 +310,130 @@ static PyMethodDef append_def = {
     "append", (PyCFunction)(void (*)(void))append, METH_FASTCALL,
     "append(accumulator, topic, partition, info, key, value, headers, timestamp, callback)"};
 
+/* -- ProducerCore.append_record's common case ---------------------------------------------- */
+
+static PyObject *core_reference; /* ProducerCore.append_record */
+static PyObject *plain_name, *client_name, *cluster_name, *topics_name, *accumulator_name;
+
+/* Milliseconds since the epoch, as time.time_ns() // 1_000_000 reads them. */
+static PyObject *
+now_ms(void)
+{
+    struct timespec now;
+    if (clock_gettime(CLOCK_REALTIME, &now) != 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        return NULL;
+    }
+    return PyLong_FromLongLong((long long)now.tv_sec * 1000 + now.tv_nsec / 1000000);
+}
+
+/* obj.a.b: a new reference, or NULL with an exception set. */
+static PyObject *
+get_attr2(PyObject *obj, PyObject *a, PyObject *b)
+{
+    PyObject *first = PyObject_GetAttr(obj, a);
+    if (first == NULL) {
+        return NULL;
+    }
+    PyObject *second = PyObject_GetAttr(first, b);
+    Py_DECREF(first);
+    return second;
+}
+
+/* The record's partition for the C append: None (sticky), or the given one when it is an int
+ * within the topic; NULL (no exception) when the reference must decide. */
+static PyObject *
+plain_partition(PyObject *partition, PyObject *key, PyObject *info)
+{
+    if (partition == Py_None) {
+        return key == Py_None ? partition : NULL; /* a key is hashed by the reference */
+    }
+    if (!PyLong_CheckExact(partition)) {
+        return NULL;
+    }
+    PyObject *partitions = PyObject_GetAttr(info, partitions_name);
+    if (partitions == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    Py_ssize_t count = PyObject_Length(partitions);
+    Py_DECREF(partitions);
+    int overflow;
+    long long index = PyLong_AsLongLongAndOverflow(partition, &overflow);
+    if (count < 0 || overflow || index < 0 || index >= count) {
+        PyErr_Clear();
+        return NULL;
+    }
+    return partition;
+}
+
+/* append_record(core, topic, value, key, partition, headers, timestamp, on_delivery): the
+ * same call and result as core.append_record(...), which decides every case but this one: a
+ * core with no serializers whose keyless records stick (`plain`), a topic in the metadata,
+ * no headers, no key unless the partition is given. */
+static PyObject *
+append_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "append_record(core, topic, value, key, partition, "
+                                         "headers, timestamp, on_delivery)");
+        return NULL;
+    }
+    PyObject *core = args[0], *topic = args[1], *value = args[2], *key = args[3];
+    PyObject *headers = args[5], *timestamp = args[6];
+    PyObject *plain = NULL, *topics = NULL, *info = NULL, *acc = NULL, *stamp = NULL;
+    PyObject *result = NULL;
+    int fast = 0;
+    if (!PyUnicode_CheckExact(topic) || (timestamp != Py_None && !PyLong_CheckExact(timestamp)) ||
+        !(headers == Py_None || (PyTuple_CheckExact(headers) && !PyTuple_GET_SIZE(headers)) ||
+          (PyList_CheckExact(headers) && !PyList_GET_SIZE(headers)))) {
+        goto done;
+    }
+    if ((plain = PyObject_GetAttr(core, plain_name)) == NULL) {
+        return NULL;
+    }
+    if (plain != Py_True) {
+        goto done;
+    }
+    if ((topics = get_attr2(core, client_name, cluster_name)) == NULL) {
+        goto done;
+    }
+    Py_SETREF(topics, PyObject_GetAttr(topics, topics_name));
+    if (topics == NULL || !PyDict_CheckExact(topics)) {
+        goto done;
+    }
+    info = Py_XNewRef(PyDict_GetItemWithError(topics, topic));
+    if (info == NULL) {
+        goto done; /* an unknown topic: the reference waits for its metadata */
+    }
+    PyObject *partition = plain_partition(args[4], key, info);
+    if (partition == NULL || (acc = PyObject_GetAttr(core, accumulator_name)) == NULL) {
+        goto done;
+    }
+    stamp = timestamp == Py_None ? now_ms() : Py_NewRef(timestamp);
+    if (stamp == NULL) {
+        goto done;
+    }
+    fast = 1;
+    PyObject *call[9] = {acc, topic, partition, info, key, value, empty_tuple, stamp, args[7]};
+    result = append(module, call, 9);
+done:
+    Py_XDECREF(plain);
+    Py_XDECREF(topics);
+    Py_XDECREF(info);
+    Py_XDECREF(acc);
+    Py_XDECREF(stamp);
+    if (fast) {
+        return result;
+    }
+    PyErr_Clear(); /* a lookup that failed: the reference meets it too, and says what it is */
+    return PyObject_Vectorcall(core_reference, args, nargs, NULL);
+}
+
+static PyMethodDef append_record_def = {
+    "append_record", (PyCFunction)(void (*)(void))append_record, METH_FASTCALL,
+    "append_record(core, topic, value, key, partition, headers, timestamp, on_delivery)"};
+
 /* The C function behind the method `name` of lock_type, when its calling convention is
  * `flags`; NULL with an exception set otherwise. */
 static PyCFunction
@@ -397,9 +537,39 @@ bind(PyObject *module, PyObject *args)
     return PyCFunction_NewEx(&append_def, module, NULL);
 }
 
+/* bind_core(core_type) -> append_record; after bind. */
+static PyObject *
+bind_core(PyObject *module, PyObject *core_type)
+{
+    if (!PyType_Check(core_type)) {
+        PyErr_SetString(PyExc_TypeError, "bind_core takes the ProducerCore class");
+        return NULL;
+    }
+    if (reference == NULL) {
+        PyErr_SetString(PyExc_ValueError, "bind_core needs bind first (the accumulator's)");
+        return NULL;
+    }
+    PyObject *method = PyObject_GetAttrString(core_type, "append_record");
+    if (method == NULL) {
+        return NULL;
+    }
+    const char *const texts[] = {"plain", "client", "cluster", "topics", "accumulator"};
+    PyObject **names[] = {&plain_name, &client_name, &cluster_name, &topics_name,
+                          &accumulator_name};
+    for (int i = 0; i < 5; i++) {
+        if (*names[i] == NULL && (*names[i] = PyUnicode_InternFromString(texts[i])) == NULL) {
+            Py_DECREF(method);
+            return NULL;
+        }
+    }
+    Py_XSETREF(core_reference, method);
+    return PyCFunction_NewEx(&append_record_def, module, NULL);
+}
+
 static PyMethodDef module_methods[] = {
     {"bind", bind, METH_VARARGS,
      "bind(accumulator_type, batch_type, choice_type, future_type) -> append"},
+    {"bind_core", bind_core, METH_O, "bind_core(core_type) -> append_record (after bind)"},
     {NULL, NULL, 0, NULL},
 };
 

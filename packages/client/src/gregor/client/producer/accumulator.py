@@ -77,6 +77,7 @@ class Accumulator:
         "completions",
         "compression",
         "flushing",
+        "future_type",
         "incomplete",
         "linger",
         "listeners",
@@ -131,6 +132,8 @@ class Accumulator:
         self.stopped: KafkaError | None = None
         self.sender_idle = False
         self.wake_sender: Callable[[], None] = lambda: None
+        # What append returns: RecordFuture, or a subclass of the same layout (async).
+        self.future_type: type[RecordFuture] = RecordFuture
 
     # -- the application's side ------------------------------------------------------------
 
@@ -209,7 +212,11 @@ class Accumulator:
             lock.release()
         if wake:
             self.wake_sender()
-        return _new_tuple(RecordFuture, (batch, index, timestamp))
+        return _new_tuple(self.future_type, (batch, index, timestamp))
+
+    @staticmethod
+    def has_native_append() -> bool:
+        return _native_append is not None
 
     def appender(self) -> Append:
         """`self.append`, or its C twin bound to this accumulator when it is built."""

@@ -24,39 +24,33 @@ import trio
 from gregor.client.config import ProducerConfig
 from gregor.client.producer.batch import DeliveryCallback, ProducerBatch, RecordFuture
 from gregor.client.producer.core import Headers, NeedMetadata, ProducerCore
-from gregor.client.runtime import AsyncBridge, AsyncClient, Signal, awaiting
+from gregor.client.runtime import AsyncBridge, AsyncClient, Signal, awaiting, current_library
 from gregor.client.types import RecordMetadata
 from gregor.protocol.errors import RequestTimedOutError
 
 
-class AsyncRecordFuture(tuple[RecordFuture, str]):
+class AsyncRecordFuture(RecordFuture):
     """A record's delivery, to await: `metadata = await future`.
 
-    A tuple (the record's future, the async library), made in one C call per record.
+    A RecordFuture that the accumulator makes as such (one C call per record); which event
+    loop waits for it is found when it is awaited.
     """
 
     __slots__ = ()
 
-    def done(self) -> bool:
-        return self[0].done()
-
-    def result(self) -> RecordMetadata:
-        """The outcome of a future that is done (raises its error)."""
-        return self[0].result(0)
+    def result(self, timeout: float | None = 0) -> RecordMetadata:
+        """The outcome of a future that is done (raises its error); never blocks."""
+        return super().result(timeout)
 
     def __await__(self) -> Generator[Any, None, RecordMetadata]:
         return self._wait().__await__()
 
     async def _wait(self) -> RecordMetadata:
-        future, library = self
-        if not future.done():
-            signal = Signal(library)
-            future.add_done_callback(lambda _: signal.set())
+        if not self.done():
+            signal = Signal(current_library())
+            self.add_done_callback(lambda _: signal.set())
             await signal.wait(None)
-        return future.result(0)
-
-
-_new_tuple = tuple.__new__
+        return self.result(0)
 
 
 class AsyncProducer(AsyncClient):
@@ -67,16 +61,17 @@ class AsyncProducer(AsyncClient):
         self._bridge = AsyncBridge(f"gregor-producer-{self.config.client_id}")
         self._changed: Signal | None = None
         self._closed = False
-        self._library = ""
+        self._shares_loop = False  # the core runs in the caller's loop (trio)
         self._append: Callable[..., RecordFuture | None] = self._not_started
+        self._core.accumulator.future_type = AsyncRecordFuture
 
     def _not_started(self, *args: object) -> RecordFuture | None:
         raise RuntimeError("the producer is not started (use `async with`)")
 
     def _started(self) -> None:
         self._changed = changed = self._bridge.signal()
-        self._library = self._bridge.library
-        self._append = self._core.append_record  # produce()'s hot path, bound once
+        self._shares_loop = self._bridge.library == "trio"
+        self._append = self._core.record_appender  # produce()'s hot path, bound once
         self._core.accumulator.listeners.append(changed.set)
         if self._bridge.library == "trio":
             self._core.sender.delivered = ProducerBatch.run_delivery_callbacks
@@ -116,11 +111,11 @@ class AsyncProducer(AsyncClient):
                 ),
                 topic,
             )
-        if future[1] == 0 and self._library == "trio":
+        if future[1] == 0 and self._shares_loop:
             # The sender runs in this loop: a record that starts a batch (likely the one
             # before it filled up) lets it ship, so a loop that never waits still streams.
             await trio.lowlevel.checkpoint()
-        return _new_tuple(AsyncRecordFuture, (future, self._library))
+        return future  # type: ignore[return-value]  # the accumulator makes AsyncRecordFutures
 
     async def _produce_waiting(
         self, attempt: Callable[[], RecordFuture | None], topic: str

@@ -8,8 +8,9 @@ for metadata of a new topic, for room in the buffer, for a flush.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from time import time_ns
 from typing import Any
 
@@ -26,6 +27,7 @@ from gregor.client.serialization import serializer
 from gregor.client.types import OffsetAndMetadata, TopicPartition, as_offsets
 from gregor.client.wakeup import Wakeup
 from gregor.protocol.errors import KafkaError, UnknownTopicOrPartitionError
+from gregor.protocol.native import native_function
 from gregor.protocol.records import Compression
 
 Headers = Mapping[str, bytes | str | None] | Iterable[tuple[str, bytes | str | None]] | None
@@ -90,6 +92,14 @@ class ProducerCore:
         # Every built-in sends a missing key to the sticky partition except murmur2 and
         # consistent, which hash it as empty; those ask the key partitioner.
         self.keyless_is_sticky = self.partition_for_key(".", None, 1) is None
+        # What the C twin of append_record takes: records as given, keyless ones sticky.
+        self.plain = self.keyless_is_sticky and not self.serializing
+        # append_record, or its C twin bound to this core: what produce() calls.
+        self.record_appender: RecordAppender = (
+            self.append_record
+            if _native_append_record is None
+            else functools.partial(_native_append_record, self)
+        )
         self.max_block = config.max_block_ms / 1000
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -210,3 +220,21 @@ class ProducerCore:
         error = KafkaError("the producer was closed before these records were sent")
         self.accumulator.stop(KafkaError("the producer is closed"))
         self.sender._fail_all(error)
+
+
+RecordAppender = Callable[
+    [str, Any, Any, int | None, Headers, int | None, DeliveryCallback | None],
+    RecordFuture | None,
+]
+
+
+def _bind_native() -> Callable[..., RecordFuture | None] | None:
+    """ProducerCore.append_record's C twin, when the accumulator's append has one."""
+    bind = native_function("bind_core", "gregor.client.producer._accumulate")
+    if bind is None or not Accumulator.has_native_append():
+        return None
+    append_record: Callable[..., RecordFuture | None] = bind(ProducerCore)
+    return append_record
+
+
+_native_append_record = _bind_native()

@@ -30,7 +30,7 @@ class Producer:
     def __init__(self, config: Mapping[str, Any]) -> None:
         self.config = ProducerConfig.from_dict(config)
         self._core = ProducerCore(self.config)
-        self._append = self._core.append_record  # produce()'s hot path, bound once
+        self._append = self._core.record_appender  # produce()'s hot path, bound once
         self._delivered: collections.deque[ProducerBatch] = collections.deque()
         self._core.sender.delivered = self._delivered.append
         self._io = IOThread(f"gregor-producer-{self.config.client_id}")
