@@ -1,8 +1,8 @@
 """The producer's core, shared by Producer and AsyncProducer.
 
-The part that runs in the caller's thread (`append_record`, then `Accumulator.append` or its
-C twin) serializes, picks the partition and encodes the record into its batch; the part on
-the trio loop (`run`) keeps metadata fresh and sends. The wrappers only decide how to wait:
+The part that runs in the caller's thread (`append_record`, then `Accumulator.append`, each
+with a C twin for its common case) serializes, picks the partition and encodes the record
+into its batch; the part on the trio loop (`run`) keeps metadata fresh and sends. The wrappers only decide how to wait:
 for metadata of a new topic, for room in the buffer, for a flush.
 """
 
