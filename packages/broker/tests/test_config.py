@@ -98,7 +98,11 @@ def test_listeners_and_advertised_listeners() -> None:
             {"replica.fetch.wait.max.ms": "40000"},
             "replica.fetch.wait.max.ms: must not exceed replica.socket.timeout.ms (30000)",
         ),
-        ({"log.retention.ms": "-5"}, "Invalid value '-5' for configuration retention.ms"),
+        ({"log.retention.ms": "-5"}, "Invalid value '-5' for configuration log.retention.ms"),
+        (
+            {"log.cleanup.policy": "tidy"},
+            "Invalid value 'tidy' for configuration log.cleanup.policy",
+        ),
         ({"zookeeper.connect": ""}, "zookeeper.connect: must be set"),
     ],
 )

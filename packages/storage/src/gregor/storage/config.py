@@ -250,7 +250,8 @@ class LogConfig:
                     if scale != 1:
                         value = _parse_int(server_key, value, -1, LONG_MAX // scale)
                         value = value * scale if value >= 0 else value
-                    topic[topic_key] = value
+                    # Checked here too, so that an error names the key the operator wrote.
+                    topic[topic_key] = _LOG_SETTINGS[topic_key][1](server_key, value)
                     break
         return cls.from_properties(topic)
 
