@@ -112,7 +112,11 @@ class NetworkClient:
         self.topics: set[str] | None = None if topics is None else set(topics)
         self.allow_auto_topic_creation = allow_auto_topic_creation
         self._update_wanted = Wakeup()  # set from any thread (a sync consumer's assign)
-        self._updated = trio.Event()
+        self._updated = trio.Event()  # set (and replaced) by each successful refresh
+        # Refreshes started, and the latest started one that succeeded: a caller that asks
+        # for fresh metadata waits for one that started after it asked.
+        self._refreshes_started = 0
+        self._refreshed = 0
         self._last_refresh = -math.inf
         self.metadata_error: Exception | None = None
         # Callbacks run when a connection opens or closes (the sender re-checks readiness).
@@ -363,11 +367,12 @@ class NetworkClient:
 
     async def update_metadata(self, timeout: float | None = None) -> Cluster:
         """Ask for a refresh and wait for it (or raise the refresh's last error on timeout)."""
-        updated = self._updated
+        wanted = self._refreshes_started + 1  # not one already under way: it may be stale
         self.request_update()
         limit = self.config.request_timeout_ms / 1000 if timeout is None else timeout
         with trio.move_on_after(limit):
-            await updated.wait()
+            while self._refreshed < wanted:
+                await self._updated.wait()
             return self.cluster
         if self.metadata_error is not None:
             raise self.metadata_error
@@ -392,6 +397,8 @@ class NetworkClient:
 
     async def refresh_metadata(self) -> Cluster:
         """Fetch metadata now from any broker and install it."""
+        self._refreshes_started += 1
+        number = self._refreshes_started
         topics = None if self.topics is None else sorted(self.topics)
         connection = await self._any_bootstrap()
         version = connection.version_for(MetadataRequest)
@@ -408,6 +415,7 @@ class NetworkClient:
         assert isinstance(response, MetadataResponse)
         self.cluster = Cluster.from_response(response, self.cluster)
         self.metadata_version += 1
+        self._refreshed = max(self._refreshed, number)
         self.metadata_error = None
         self._last_refresh = trio.current_time()
         updated, self._updated = self._updated, trio.Event()

@@ -2,8 +2,9 @@
 
 The part that runs in the caller's thread (`append_record`, then `Accumulator.append`, each
 with a C twin for its common case) serializes, picks the partition and encodes the record
-into its batch; the part on the trio loop (`run`) keeps metadata fresh and sends. The wrappers only decide how to wait:
-for metadata of a new topic, for room in the buffer, for a flush.
+into its batch; the part on the trio loop (`run`) keeps metadata fresh and sends. The
+wrappers only decide how to wait: for metadata of a new topic, for room in the buffer, for
+a flush.
 """
 
 from __future__ import annotations
