@@ -1,17 +1,17 @@
 /*
- * The append fast path of gregor.storage, in C: the twins of LogSegment.append_produced
- * (segment.py) and Log._append_fast (log.py), which are the references and say what they
+ * The fast append of gregor.storage, in C: the twins of LogSegment.fast_append
+ * (segment.py) and Log._fast_append (log.py), which are the references and say what they
  * do; fast_append.py and log.py pick these when they were built. The tests run both on the
  * same appends.
  *
- *   bind(result_type, segment_type, index_type, handle_type)
- *       -> append_produced(segment, records, base_offset, leader_epoch, max_size,
- *                          log_start_offset)
+ *   bind_segment(result_type, segment_type, index_type, handle_type)
+ *       -> segment_fast_append(segment, records, base_offset, leader_epoch, max_size,
+ *                              log_start_offset)
  *       -> result_type(...) (the log's AppendInfo), or None, having written nothing
- *   bind_leader(result_type, log_type, segments_type, config_type, producer_state_type,
- *               epoch_cache_type)
- *       -> leader_append(log, records, leader_epoch) -> result_type(...) or None
- *          the twin of Log._append_fast: the log's lock, append_produced on its last
+ *   bind_log(result_type, log_type, segments_type, config_type, producer_state_type,
+ *            epoch_cache_type)
+ *       -> log_fast_append(log, records, leader_epoch) -> result_type(...) or None
+ *          the twin of Log._fast_append: the log's lock, segment_fast_append on its last
  *          segment and the log's bookkeeping, in one call
  *
  * They read and update the attributes as the references do, in the same order, through
@@ -38,7 +38,7 @@
 static const gregor_produced_batch_api *api;
 
 /* The state the calls read and write: slots of the segment, its offset index and its file
- * handle (bind), and of the log, its segment list and its config (bind_leader), reached
+ * handle (bind_segment), and of the log, its segment list and its config (bind_log), reached
  * through their offsets (resolved once, when bound), not by name. */
 enum {
     FAST_SIZE_LIMIT, SIZE, BYTES_SINCE_INDEX, FAST_INDEX_INTERVAL, OFFSET_INDEX, LOG,
@@ -60,7 +60,7 @@ enum {
     LOG_OWNER, SEGMENTS_OWNER, CONFIG_OWNER, PRODUCER_STATE_OWNER, EPOCH_CACHE_OWNER,
     OWNERS
 };
-#define SEGMENT_OWNERS 3 /* bind's: SEGMENT, INDEX, HANDLE; bind_leader's follow */
+#define SEGMENT_OWNERS 3 /* bind_segment's: SEGMENT, INDEX, HANDLE; bind_log's follow */
 static const struct {
     int owner;
     const char *name;
@@ -299,7 +299,7 @@ make_result(PyTypeObject *type, const long long values[8], long long leader_epoc
     return result;
 }
 
-/* LogSegment.append_produced, given a segment (checked to be one) and C ints; the next
+/* LogSegment.fast_append, given a segment (checked to be one) and C ints; the next
  * offset goes to *next when it returns a result. */
 static PyObject *
 append_segment(PyTypeObject *result_type, PyObject *segment, PyObject *records,
@@ -395,11 +395,11 @@ done:
 }
 
 static PyObject *
-append_produced(PyObject *result_type, PyObject *const *args, Py_ssize_t nargs)
+segment_fast_append(PyObject *result_type, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 6) {
         PyErr_SetString(PyExc_TypeError,
-                        "append_produced(segment, records, base_offset, leader_epoch, "
+                        "segment_fast_append(segment, records, base_offset, leader_epoch, "
                         "max_size, log_start_offset)");
         return NULL;
     }
@@ -415,9 +415,9 @@ append_produced(PyObject *result_type, PyObject *const *args, Py_ssize_t nargs)
                           leader_epoch, max_size, log_start_offset, &next);
 }
 
-/* Log._append_fast's steps under the log's lock (which the caller holds). */
+/* Log._fast_append's steps under the log's lock (which the caller holds). */
 static PyObject *
-append_locked(PyTypeObject *result_type, PyObject *log, PyObject *config, PyObject *records,
+log_fast_append_locked(PyTypeObject *result_type, PyObject *log, PyObject *config, PyObject *records,
               long long leader_epoch)
 {
     PyObject *segments = get_slot(log, LOG_SEGMENTS);
@@ -501,12 +501,12 @@ fail:
     return NULL;
 }
 
-/* Log._append_fast(records, leader_epoch): the log's lock taken and released here. */
+/* Log._fast_append(records, leader_epoch): the log's lock taken and released here. */
 static PyObject *
-leader_append(PyObject *result_type, PyObject *const *args, Py_ssize_t nargs)
+log_fast_append(PyObject *result_type, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "leader_append(log, records, leader_epoch)");
+        PyErr_SetString(PyExc_TypeError, "log_fast_append(log, records, leader_epoch)");
         return NULL;
     }
     PyObject *log = owned(args[0], LOG_OWNER, "log");
@@ -527,7 +527,7 @@ leader_append(PyObject *result_type, PyObject *const *args, Py_ssize_t nargs)
     PyObject *result = NULL;
     if (taken != NULL) {
         Py_DECREF(taken);
-        result = append_locked((PyTypeObject *)result_type, log, config, args[1], leader_epoch);
+        result = log_fast_append_locked((PyTypeObject *)result_type, log, config, args[1], leader_epoch);
         /* Released whatever happened, keeping the append's exception. */
         PyObject *type, *value, *traceback;
         PyErr_Fetch(&type, &value, &traceback);
@@ -548,14 +548,14 @@ leader_append(PyObject *result_type, PyObject *const *args, Py_ssize_t nargs)
     return result;
 }
 
-static PyMethodDef leader_def = {
-    "leader_append", (PyCFunction)(void (*)(void))leader_append, METH_FASTCALL,
-    "leader_append(log, records, leader_epoch) -> result or None (see Log._append_fast)"};
+static PyMethodDef log_def = {
+    "log_fast_append", (PyCFunction)(void (*)(void))log_fast_append, METH_FASTCALL,
+    "log_fast_append(log, records, leader_epoch) -> result or None (see Log._fast_append)"};
 
-static PyMethodDef append_def = {
-    "append_produced", (PyCFunction)(void (*)(void))append_produced, METH_FASTCALL,
-    "append_produced(segment, records, base_offset, leader_epoch, max_size, log_start_offset)"
-    " -> result or None (see LogSegment.append_produced)"};
+static PyMethodDef segment_def = {
+    "segment_fast_append", (PyCFunction)(void (*)(void))segment_fast_append, METH_FASTCALL,
+    "segment_fast_append(segment, records, base_offset, leader_epoch, max_size, "
+    "log_start_offset) -> result or None (see LogSegment.fast_append)"};
 
 /* The offset of the writable object slot that descr describes, or -1 when it is not one. */
 static Py_ssize_t
@@ -640,36 +640,36 @@ bind_owners(PyObject *const *args, Py_ssize_t nargs, int first, int count, PyMet
 }
 
 static PyObject *
-bind(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+bind_segment(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    return bind_owners(args, nargs, SEGMENT, SEGMENT_OWNERS, &append_def,
-                       "bind(result_type, segment_type, index_type, handle_type): a tuple "
+    return bind_owners(args, nargs, SEGMENT, SEGMENT_OWNERS, &segment_def,
+                       "bind_segment(result_type, segment_type, index_type, handle_type): a tuple "
                        "subclass and the classes of the segment, its offset index and its "
                        "file handle");
 }
 
 static PyObject *
-bind_leader(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+bind_log(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     if (owner_type[SEGMENT] == NULL) {
-        PyErr_SetString(PyExc_ValueError, "bind_leader needs bind first (the segment's slots)");
+        PyErr_SetString(PyExc_ValueError,
+                        "bind_log needs bind_segment first (the segment's slots)");
         return NULL;
     }
-    return bind_owners(args, nargs, LOG_OWNER, OWNERS - LOG_OWNER, &leader_def,
-                       "bind_leader(result_type, log_type, segments_type, config_type, "
+    return bind_owners(args, nargs, LOG_OWNER, OWNERS - LOG_OWNER, &log_def,
+                       "bind_log(result_type, log_type, segments_type, config_type, "
                        "producer_state_type, epoch_cache_type): a tuple subclass and the "
                        "classes of the log, its segment list, config, producer state and "
                        "leader epoch cache");
 }
 
 static PyMethodDef module_methods[] = {
-    {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
-     "bind(result_type, segment_type, index_type, handle_type) -> append_produced, returning "
-     "result_type"},
-    {"bind_leader", (PyCFunction)(void (*)(void))bind_leader, METH_FASTCALL,
-     "bind_leader(result_type, log_type, segments_type, config_type, producer_state_type, "
-     "epoch_cache_type) -> leader_append, "
-     "returning result_type"},
+    {"bind_segment", (PyCFunction)(void (*)(void))bind_segment, METH_FASTCALL,
+     "bind_segment(result_type, segment_type, index_type, handle_type) -> "
+     "segment_fast_append, returning result_type"},
+    {"bind_log", (PyCFunction)(void (*)(void))bind_log, METH_FASTCALL,
+     "bind_log(result_type, log_type, segments_type, config_type, producer_state_type, "
+     "epoch_cache_type) -> log_fast_append, returning result_type"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -700,7 +700,7 @@ prepare(void)
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
     .m_name = "gregor.storage._fast_append",
-    .m_doc = "The append fast path of gregor.storage, in C (see LogSegment.append_produced).",
+    .m_doc = "The fast append of gregor.storage, in C (see LogSegment.fast_append).",
     .m_size = -1,
     .m_methods = module_methods,
 };

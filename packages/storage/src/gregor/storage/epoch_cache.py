@@ -23,7 +23,7 @@ UNDEFINED_EPOCH_OFFSET = -1
 
 
 class LeaderEpochCache:
-    # Slots: the log's append fast path in C reads `version` through its offset.
+    # Slots: the fast append's C twin reads `version` through its offset.
     __slots__ = ("_dirty", "_epochs", "_file", "_lock", "_offsets", "corrupt_on_load", "version")
 
     def __init__(self, path: Path) -> None:

@@ -44,8 +44,8 @@ class CorruptIndexError(Exception):
 class _MappedIndex:
     entry_size: ClassVar[int]
     _struct: ClassVar[struct.Struct]
-    # Slots: the append fast path's C twin reaches `mapping`, `entries` and `max_entries`
-    # through their offsets (see fast_append).
+    # Slots: the fast append's C twin reaches `mapping`, `entries` and `max_entries`
+    # through their offsets (see the fast_append module).
     __slots__ = (
         "_data",
         "_handle",
@@ -69,7 +69,7 @@ class _MappedIndex:
         self.writable = writable
         self._handle: FileHandle | None = None
         # The mapping of the file (None when empty, or small and read instead): public for the
-        # append fast path, which writes offset index entries into it from C.
+        # fast append, which writes offset index entries into it from C.
         self.mapping: mmap.mmap | None = None
         self._data: bytes | None = None  # a small read-only index, read instead of mapped
         self._length = 0

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from gregor.protocol.errors import InconsistentTopicIdError
 from gregor.protocol.records import BatchHeader
+from gregor.storage.appends import apply_batch, complete_txn, replay_segment
 from gregor.storage.batches import scan_headers
 from gregor.storage.checkpoints import (
     LEADER_EPOCH_CHECKPOINT,
@@ -34,7 +35,7 @@ from gregor.storage.config import DAY_MS, LogConfig
 from gregor.storage.deletion import DeletionQueue
 from gregor.storage.epoch_cache import LeaderEpochCache
 from gregor.storage.index import CorruptIndexError
-from gregor.storage.log import Clock, Log, apply_batch, replay_segment, wall_clock_ms
+from gregor.storage.log import Clock, Log, wall_clock_ms
 from gregor.storage.names import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -49,7 +50,6 @@ from gregor.storage.names import (
 from gregor.storage.producer_state import ProducerStateManager
 from gregor.storage.segment import BatchCallback, LogSegment
 from gregor.storage.segments import SegmentList
-from gregor.storage.txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -258,12 +258,7 @@ def _recovery_callback(
             epoch_cache.assign(epoch, header.base_offset)
         done = apply_batch(psm, header, data if header.is_control else None)
         if done is not None:
-            lso = psm.last_stable_offset_after(done)
-            if done.is_aborted:
-                segment.append_aborted_txn(
-                    AbortedTxn(done.producer_id, done.first_offset, done.last_offset, lso)
-                )
-            psm.complete_txn(done)
+            complete_txn(psm, done, segment)
         psm.map_end_offset = header.base_offset + header.last_offset_delta + 1
 
     return on_batch

@@ -1,4 +1,9 @@
-"""One partition's log: appends, reads, offsets, rolling, flushing, retention, truncation.
+"""One partition's log: its offsets, appends, rolling, flushing, truncation and closing.
+
+The seams, as in Kafka: `validation` checks an append's batches and assigns their offsets
+(LogValidator), `appends` what it does to producer state, `fast_append` the common append in
+one call, `reads` fetches and offset lookups, `retention` which segments go. `Log` owns the
+state and the lock, and calls them.
 
 `Log` is synchronous and thread-safe: appends, truncations and other changes hold the log's
 lock; reads work on a copy-on-write snapshot of the segment list and take no lock. The broker
@@ -21,56 +26,58 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from gregor.protocol.errors import (
-    CorruptRecordError,
-    InvalidRecordError,
-    InvalidTimestampError,
     KafkaStorageError,
-    MessageTooLargeError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
     UnknownServerError,
 )
-from gregor.protocol.records import (
-    BATCH_HEADER_SIZE,
-    BatchHeader,
-    RecordBatch,
-    patch_base_offset,
-    patch_leader_epoch,
-    patch_log_append_time,
-    read_batch_header,
-    verify_crc,
-)
-from gregor.storage.batches import scan_headers
+from gregor.protocol.records import BatchHeader
+from gregor.storage.appends import analyze_producers, apply_producer_updates, replay_segment
 from gregor.storage.checkpoints import write_partition_metadata
-from gregor.storage.config import LONG_MAX, LogConfig
+from gregor.storage.config import LogConfig
 from gregor.storage.deletion import DeletionQueue
 from gregor.storage.epoch_cache import LeaderEpochCache
-from gregor.storage.fast_append import append_produced as _append_produced
-from gregor.storage.fast_append import native_leader_append
-from gregor.storage.files import EMPTY_SLICE, FileSlice, fsync_path
-from gregor.storage.names import DELETED_SUFFIX, SWAP_SUFFIX, parse_partition_dir
-from gregor.storage.producer_state import (
-    AppendOrigin,
-    BatchMetadata,
-    CompletedTxn,
-    ProducerAppendInfo,
-    ProducerStateManager,
+from gregor.storage.fast_append import log_fast_append
+from gregor.storage.fast_append import segment_fast_append as _segment_fast_append
+from gregor.storage.files import fsync_path
+from gregor.storage.names import SWAP_SUFFIX, parse_partition_dir
+from gregor.storage.producer_state import AppendOrigin, BatchMetadata, ProducerStateManager
+from gregor.storage.reads import (
+    PositionCache,
+    aborted_in_read,
+    collect_aborted_transactions,
+    offset_for_timestamp,
+    read_range,
 )
 from gregor.storage.results import (
-    EARLIEST_LOCAL_TIMESTAMP,
-    EARLIEST_TIMESTAMP,
-    LATEST_TIERED_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    MAX_TIMESTAMP,
     NO_TIMESTAMP,
     AppendInfo,
     FetchDataInfo,
     FetchIsolation,
     TimestampAndOffset,
 )
+from gregor.storage.retention import (
+    Deletable,
+    below_log_start,
+    deletable_segments,
+    expired,
+    over_size,
+    retire,
+)
 from gregor.storage.segment import LogSegment
 from gregor.storage.segments import SegmentList
 from gregor.storage.txn_index import AbortedTxn
+from gregor.storage.validation import (
+    Assigned,
+    Headers,
+    OffsetsOutOfOrderError,
+    assign_offsets,
+    check_leader_append,
+    follower_offsets,
+    validate_batches,
+)
+
+__all__ = ["Log", "OffsetsOutOfOrderError", "UnexpectedAppendOffsetError"]
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +88,6 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-_CONTROL_OR_TRANSACTIONAL = 0x30  # batch attribute bits: checked together on the hot path
 _CLIENT = AppendOrigin.CLIENT
 
 
@@ -89,15 +95,11 @@ class UnexpectedAppendOffsetError(UnknownServerError):
     """A follower append whose first offset is below the log end offset."""
 
 
-class OffsetsOutOfOrderError(UnknownServerError):
-    """A follower append whose batches' offsets do not increase."""
-
-
 class Log:
     """A partition's segmented log in its directory `<log.dir>/<topic>-<partition>`."""
 
-    # Slots: the C twin of `_append_fast` reads and writes its state through these slots'
-    # offsets (resolved once, in `fast_append.native_leader_append`).
+    # Slots: the C twin of `_fast_append` reads and writes its state through these slots'
+    # offsets (resolved once, in `fast_append.log_fast_append`).
     __slots__ = (
         "__weakref__",
         "_first_unstable",
@@ -162,7 +164,7 @@ class Log:
         self.recovery_point = min(recovery_point, log_end_offset)
         self.last_flush_ms = clock()
         self._hw = min(max(high_watermark, log_start_offset), log_end_offset)
-        self._positions: dict[int, tuple[LogSegment, int]] = {}
+        self._positions = PositionCache()
         self._first_unstable: int | None = None
         self._pending_snapshots: list[Path] = []
         self._noted_epoch, self._noted_version = -1, -1  # see _note_epoch
@@ -263,7 +265,7 @@ class Log:
         except OSError as exc:
             raise self._storage_error(what, exc) from exc
 
-    # -- append ------------------------------------------------------------------------------
+    # -- appends -------------------------------------------------------------------------------
 
     def append_as_leader(
         self,
@@ -281,28 +283,28 @@ class Log:
         """
         if origin is _CLIENT:
             try:
-                info = _leader_append(self, records, leader_epoch)
+                info = _fast_append(self, records, leader_epoch)
             except OSError as exc:
                 with self._lock:
                     raise self._storage_error("append", exc) from exc
             if info is not None:
                 return info
-        return self._append_as_leader_checked(records, leader_epoch, origin)
+        return self._append_checked(records, leader_epoch, origin)
 
-    def _append_fast(
+    def _fast_append(
         self, records: bytes | bytearray | memoryview, leader_epoch: int
     ) -> AppendInfo | None:
-        """The fast path of `append_as_leader`: one batch of a producer without a producer
+        """The fast append of `append_as_leader`: one batch of a producer without a producer
         id, for a log with nothing to check in records or timestamps, into an active segment
-        that needs no roll. One call (`_append_produced`) checks the batch (sizes, magic,
-        CRC), stamps its first 16 bytes with the offset and epoch, writes them and the rest
-        of the caller's bytes (no copy) with one pwritev and indexes it; around it, under the
-        log's lock, the log end offset, the epoch cache and the flush policy. None, having
-        written nothing, when the checking path must take the batch; OSError (errno set)
-        when the write fails.
+        that needs no roll. `LogSegment.fast_append` checks the batch (sizes, magic, CRC),
+        stamps its first 16 bytes with the offset and epoch, writes them and the rest of the
+        caller's bytes (no copy) with one pwritev and indexes it; around it, under the log's
+        lock, the log end offset, the epoch cache and the flush policy. None, having written
+        nothing, when the checked path must take the batch; OSError (errno set) when the
+        write fails.
 
-        This is the reference; `fast_append.native_leader_append` gives its C twin, one call
-        for all of it, which `append_as_leader` uses where built.
+        This is the reference; `fast_append.log_fast_append` is its C twin, one call for all
+        of it, which `append_as_leader` uses where built.
         """
         config = self.config
         if not config.fast_appends:
@@ -314,7 +316,7 @@ class Log:
             if segment is None or self.offline:
                 return None
             offset = self._leo
-            info = _append_produced(
+            info = _segment_fast_append(
                 segment,
                 records,
                 offset,
@@ -337,97 +339,47 @@ class Log:
             lock.release()
 
     def _note_epoch(self, epoch: int, offset: int) -> None:
-        """`epoch_cache.assign` for the fast path. The fast path skips it (inline) while
-        nothing changed the cache since it last found `epoch` current (offsets only grow
-        meanwhile)."""
+        """`epoch_cache.assign` for the fast append. It skips this (inline) while nothing
+        changed the cache since it last found `epoch` current (offsets only grow meanwhile)."""
         cache = self.epoch_cache
         cache.assign(epoch, offset)
         self._noted_epoch, self._noted_version = epoch, cache.version
 
-    def _append_as_leader_checked(
+    def _append_checked(
         self,
         records: bytes | bytearray | memoryview,
         leader_epoch: int,
         origin: AppendOrigin,
     ) -> AppendInfo:
-        """Any append of a leader, every check in turn (the fast path's reference)."""
-        headers = self._validate_batches(records, origin, strict=True)
+        """Any append of a leader, every check in turn (the fast append's reference)."""
+        headers = validate_batches(
+            records, self.name, self.config.max_message_bytes, origin, strict=True
+        )
         if not headers:
             return self._empty_append_info()
-        config = self.config
         now = self.clock()
-        if config.compact:
-            self._check_keys(records, headers)
-        append_time = now if config.log_append_time else NO_TIMESTAMP
-        if append_time == NO_TIMESTAMP and (
-            config.message_timestamp_before_max_ms < LONG_MAX
-            or config.message_timestamp_after_max_ms < LONG_MAX
-        ):
-            self._check_timestamps(headers, now)
-        view = memoryview(records)
+        append_time = check_leader_append(records, headers, self.config, self.name, now)
         with self._lock:
             if self.offline:
                 raise KafkaStorageError(f"{self.name} is in an offline log directory")
-            offset = self._leo
-            max_ts, offset_of_max = NO_TIMESTAMP, -1
-            parts: list[bytes | bytearray | memoryview] = []
-            bases: list[int] = []
-            for pos, header in headers:
-                end = pos + header.batch_length + 12
-                if append_time == NO_TIMESTAMP:
-                    # Only the 61-byte header is copied and patched; the records are written
-                    # from the caller's buffer as they are (the CRC does not cover the patch).
-                    head = bytearray(view[pos : pos + BATCH_HEADER_SIZE])
-                    patch_base_offset(head, 0, offset)
-                    patch_leader_epoch(head, 0, leader_epoch)
-                    parts.append(head)
-                    parts.append(view[pos + BATCH_HEADER_SIZE : end])
-                    batch_max = header.max_timestamp
-                else:
-                    batch = bytearray(view[pos:end])
-                    patch_base_offset(batch, 0, offset)
-                    patch_leader_epoch(batch, 0, leader_epoch)
-                    patch_log_append_time(batch, 0, append_time)  # re-CRCs the batch
-                    parts.append(batch)
-                    batch_max = append_time
-                bases.append(offset)
-                offset += header.last_offset_delta + 1
-                if batch_max > max_ts:
-                    max_ts, offset_of_max = batch_max, offset - 1
+            assigned = assign_offsets(records, headers, self._leo, leader_epoch, append_time)
             return self._append_locked(
-                parts,
-                view,
-                headers,
-                bases,
-                offset - 1,
-                max_ts,
-                offset_of_max,
-                append_time,
-                origin,
-                leader_epoch,
-                now,
+                assigned, records, headers, append_time, origin, leader_epoch, now
             )
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
         """Append a leader's batches with the offsets and epochs they carry."""
-        headers = self._validate_batches(records, AppendOrigin.REPLICATION, strict=False)
+        headers = validate_batches(
+            records,
+            self.name,
+            self.config.max_message_bytes,
+            AppendOrigin.REPLICATION,
+            strict=False,
+        )
         if not headers:
             return self._empty_append_info()
-        previous = -1
-        max_ts, offset_of_max = NO_TIMESTAMP, -1
-        for _pos, header in headers:
-            last = header.base_offset + header.last_offset_delta
-            if last <= previous:
-                raise OffsetsOutOfOrderError(
-                    f"out of order offsets in the follower append to {self.name}: "
-                    f"{last} after {previous}"
-                )
-            previous = last
-            if header.max_timestamp > max_ts:
-                max_ts, offset_of_max = header.max_timestamp, last
+        assigned = follower_offsets(records, headers, self.name)
         first_header = headers[0][1]
-        end = headers[-1][0] + headers[-1][1].batch_length + 12
-        view = memoryview(records)
         with self._lock:
             if self.offline:
                 raise KafkaStorageError(f"{self.name} is in an offline log directory")
@@ -437,13 +389,9 @@ class Log:
                     f"below the log end offset {self._leo}"
                 )
             return self._append_locked(
-                [view[:end]],
-                view,
+                assigned,
+                records,
                 headers,
-                [h.base_offset for _p, h in headers],
-                previous,
-                max_ts,
-                offset_of_max,
                 NO_TIMESTAMP,
                 AppendOrigin.REPLICATION,
                 None,
@@ -453,109 +401,18 @@ class Log:
     def _empty_append_info(self) -> AppendInfo:
         return AppendInfo(-1, -1, NO_TIMESTAMP, -1, NO_TIMESTAMP, self._log_start_offset, 0, 0)
 
-    def _validate_batches(
-        self, buf: bytes | bytearray | memoryview, origin: AppendOrigin, *, strict: bool
-    ) -> list[tuple[int, BatchHeader]]:
-        """Headers of the batches in `buf`, each checked for magic, size and CRC."""
-        limit = self.config.max_message_bytes
-        size = len(buf)
-        pos = 0
-        headers: list[tuple[int, BatchHeader]] = []
-        while pos < size:
-            if size - pos < BATCH_HEADER_SIZE:
-                if strict or (size - pos > 16 and buf[pos + 16] != 2):
-                    raise CorruptRecordError(
-                        f"append to {self.name} ends with a partial batch of {size - pos} bytes"
-                    )
-                break
-            header = read_batch_header(buf, pos)
-            batch_size = header.batch_length + 12
-            if pos + batch_size > size:
-                if strict:
-                    raise CorruptRecordError(
-                        f"batch at {pos} of the append to {self.name} declares {batch_size} "
-                        f"bytes, {size - pos} present"
-                    )
-                break
-            if batch_size > limit:
-                raise MessageTooLargeError(
-                    f"the record batch in the append to {self.name} is {batch_size} bytes, "
-                    f"over the maximum of {limit} (max.message.bytes)"
-                )
-            verify_crc(buf, pos, header)
-            if origin is AppendOrigin.CLIENT and (
-                header.base_offset
-                or header.attributes & _CONTROL_OR_TRANSACTIONAL
-                or header.last_offset_delta != header.records_count - 1
-            ):
-                self._check_client_batch(header)
-            headers.append((pos, header))
-            pos += batch_size
-        return headers
-
-    def _check_client_batch(self, header: BatchHeader) -> None:
-        if header.base_offset != 0:
-            raise InvalidRecordError(
-                f"the base offset of a produced batch must be 0, not {header.base_offset} "
-                f"(append to {self.name})"
-            )
-        if header.is_control:
-            raise InvalidRecordError(
-                f"clients may not write control batches (append to {self.name})"
-            )
-        if header.records_count == 0 or header.last_offset_delta != header.records_count - 1:
-            raise InvalidRecordError(
-                f"batch of {header.records_count} records has last offset delta "
-                f"{header.last_offset_delta} (append to {self.name})"
-            )
-        if header.is_transactional and header.producer_id < 0:
-            raise InvalidRecordError(f"a transactional batch needs a producer id ({self.name})")
-        if header.records_count == 0:
-            raise InvalidRecordError(f"an empty batch cannot be produced ({self.name})")
-
-    def _check_timestamps(self, headers: list[tuple[int, BatchHeader]], now: int) -> None:
-        # Kafka checks each record; the first and the largest timestamp bound them closely
-        # enough without decoding records.
-        before = self.config.message_timestamp_before_max_ms
-        after = self.config.message_timestamp_after_max_ms
-        for _pos, header in headers:
-            for ts in (header.base_timestamp, header.max_timestamp):
-                if ts >= 0 and (now - ts > before or ts - now > after):
-                    raise InvalidTimestampError(
-                        f"timestamp {ts} of a batch in the append to {self.name} is out of range "
-                        f"(now {now}, message.timestamp.before.max.ms {before}, "
-                        f"message.timestamp.after.max.ms {after})"
-                    )
-
-    def _check_keys(
-        self, buf: bytes | bytearray | memoryview, headers: list[tuple[int, BatchHeader]]
-    ) -> None:
-        for pos, header in headers:
-            if header.is_control:
-                continue
-            batch = RecordBatch(header, memoryview(buf)[pos : pos + header.batch_length + 12])
-            for record in batch:
-                if record.key is None:
-                    raise InvalidRecordError(
-                        f"compacted topic cannot accept a record without a key ({self.name})"
-                    )
-
     def _append_locked(
         self,
-        parts: list[bytes | bytearray | memoryview],
-        view: memoryview,
-        headers: list[tuple[int, BatchHeader]],
-        bases: list[int],
-        last_offset: int,
-        max_ts: int,
-        offset_of_max: int,
+        assigned: Assigned,
+        records: bytes | bytearray | memoryview,
+        headers: Headers,
         append_time: int,
         origin: AppendOrigin,
         leader_epoch: int | None,
         now: int,
     ) -> AppendInfo:
         """Check producer state, roll if needed, write, and update the log's state."""
-        first_offset = bases[0]
+        first_offset, last_offset = assigned.bases[0], assigned.last_offset
         last_pos, last_header = headers[-1]
         size = last_pos + last_header.batch_length + 12 - headers[0][0]
         if size > self.config.segment_bytes:
@@ -564,28 +421,16 @@ class Log:
                 f"{self.config.segment_bytes} (segment.bytes)"
             )
         producer_state = self.producer_state
-        updates: dict[int, ProducerAppendInfo] = {}
-        completed: list[CompletedTxn] = []
-        for (pos, header), base in zip(headers, bases, strict=True):
-            producer_id = header.producer_id
-            if producer_id < 0:
-                continue
-            if origin is AppendOrigin.CLIENT:
-                entry = producer_state.producers.get(producer_id)
-                duplicate = entry.find_duplicate(header) if entry is not None else None
-                if duplicate is not None:
-                    return self._duplicate_info(duplicate, header)
-            info = updates.get(producer_id)
-            if info is None:
-                info = updates[producer_id] = producer_state.prepare_update(producer_id, origin)
-            control = view[pos : pos + header.batch_length + 12] if header.is_control else None
-            done = info.append(header, control, base)
-            if done is not None:
-                completed.append(done)
+        changes = analyze_producers(producer_state, records, headers, assigned.bases, origin)
+        if changes.duplicate is not None:
+            return self._duplicate_info(*changes.duplicate)
         try:
             segment = self.segments.active
             if segment.should_roll(
-                now_ms=now, append_size=size, max_timestamp=max_ts, max_offset=last_offset
+                now_ms=now,
+                append_size=size,
+                max_timestamp=assigned.max_timestamp,
+                max_offset=last_offset,
             ):
                 segment = self._roll(first_offset)
             if leader_epoch is not None:
@@ -595,18 +440,16 @@ class Log:
                 for _pos, header in headers:
                     if header.partition_leader_epoch >= 0:
                         self.epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
-            segment.append(last_offset, max_ts, offset_of_max, parts, size)
+            segment.append(
+                last_offset,
+                assigned.max_timestamp,
+                assigned.offset_of_max_timestamp,
+                assigned.parts,
+                size,
+            )
             self._leo = last_offset + 1
-            if updates:
-                for info in updates.values():
-                    producer_state.update(info)
-                for txn in completed:
-                    lso = producer_state.last_stable_offset_after(txn)
-                    if txn.is_aborted:
-                        segment.append_aborted_txn(
-                            AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso)
-                        )
-                    producer_state.complete_txn(txn)
+            if changes.updates:
+                apply_producer_updates(producer_state, changes, segment)
                 self._update_first_unstable()
         except OSError as exc:
             raise self._storage_error("append", exc) from exc
@@ -621,8 +464,8 @@ class Log:
         return AppendInfo(
             first_offset,
             last_offset,
-            max_ts,
-            offset_of_max,
+            assigned.max_timestamp,
+            assigned.offset_of_max_timestamp,
             append_time,
             self._log_start_offset,
             size,
@@ -719,19 +562,6 @@ class Log:
 
     # -- reads -----------------------------------------------------------------------------
 
-    def _position(self, offset: int) -> tuple[LogSegment, int]:
-        """The segment and position where `offset` starts (cached for HW, LSO)."""
-        cached = self._positions.get(offset)
-        if cached is not None:
-            return cached
-        segment = self.segments.floor(offset) or self.segments.first
-        found = segment.translate_offset(offset)
-        result = (segment, found[0] if found is not None else segment.size)
-        if len(self._positions) > 8:
-            self._positions.clear()
-        self._positions[offset] = result
-        return result
-
     def read(
         self,
         start_offset: int,
@@ -750,7 +580,6 @@ class Log:
         if self.offline:
             raise KafkaStorageError(f"{self.name} is in an offline log directory")
         leo = self._leo
-        active = self.segments.active
         hw, log_start = self._hw, self._log_start_offset
         lso = self.last_stable_offset
         if start_offset < log_start or start_offset > leo:
@@ -766,12 +595,21 @@ class Log:
             bound = lso
         if max_offset is not None:
             bound = min(bound, max_offset)
-        segment, records, incomplete = self._read_from(
-            start_offset, max_bytes, min_one_batch, bound, leo, active
-        )
-        aborted = None
-        if isolation is FetchIsolation.TXN_COMMITTED:
-            aborted = self._aborted_for(start_offset, segment, records)
+        segments = self.segments
+        try:
+            segment, records, incomplete = read_range(
+                segments, self._positions, start_offset, max_bytes, min_one_batch, bound, leo
+            )
+            aborted = None
+            if isolation is FetchIsolation.TXN_COMMITTED:
+                aborted = aborted_in_read(segments, start_offset, segment, records, leo)
+        except (FileNotFoundError, ValueError) as exc:
+            # The segment was deleted (retention, truncation) while it was being read.
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} of {self.name} went away during the read: {exc}"
+            ) from None
+        except OSError as exc:
+            raise self._storage_error("read", exc) from exc
         return FetchDataInfo(
             records,
             start_offset,
@@ -783,64 +621,9 @@ class Log:
             first_entry_incomplete=incomplete,
         )
 
-    def _read_from(
-        self,
-        start_offset: int,
-        max_bytes: int,
-        min_one_batch: bool,
-        bound: int,
-        leo: int,
-        active: LogSegment,
-    ) -> tuple[LogSegment | None, FileSlice, bool]:
-        if start_offset >= bound:
-            return None, EMPTY_SLICE, False
-        try:
-            if bound == leo:
-                bound_segment, bound_position = active, active.size
-            else:
-                bound_segment, bound_position = self._position(bound)
-            segment: LogSegment | None = self.segments.floor(start_offset)
-            while segment is not None and segment.base_offset <= bound_segment.base_offset:
-                limit = bound_position if segment is bound_segment else segment.size
-                found = segment.read(start_offset, max_bytes, limit, min_one_batch)
-                if found is not None:
-                    records, _position, first_size = found
-                    incomplete = not min_one_batch and not records.length and first_size > max_bytes
-                    return segment, records, incomplete
-                segment = self.segments.higher(segment.base_offset)
-        except (FileNotFoundError, ValueError) as exc:
-            # The segment was deleted (retention, truncation) while it was being read.
-            raise OffsetOutOfRangeError(
-                f"offset {start_offset} of {self.name} went away during the read: {exc}"
-            ) from None
-        except OSError as exc:
-            raise self._storage_error("read", exc) from exc
-        return None, EMPTY_SLICE, False
-
-    def _aborted_for(
-        self, start_offset: int, segment: LogSegment | None, records: FileSlice
-    ) -> list[AbortedTxn]:
-        if segment is None or not records.length:
-            return []
-        entry = segment.offset_index.lookup_position(records.position + records.length)
-        if entry is not None:
-            upper = entry[0]
-        else:
-            following = self.segments.higher(segment.base_offset)
-            upper = following.base_offset if following is not None else self._leo
-        return self.collect_aborted_transactions(start_offset, upper)
-
     def collect_aborted_transactions(self, start_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """Aborted transactions that overlap [start_offset, upper_bound)."""
-        found: list[AbortedTxn] = []
-        for segment in self.segments.from_offset(start_offset):
-            txns, complete = segment.collect_aborted_txns(start_offset, upper_bound)
-            found.extend(txns)
-            if complete:
-                break
-        return found
-
-    # -- offsets by timestamp ---------------------------------------------------------------
+        return collect_aborted_transactions(self.segments, start_offset, upper_bound)
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """ListOffsets: the first offset at or after `timestamp`, or a special lookup.
@@ -849,41 +632,9 @@ class Log:
         record with the largest timestamp, `-4` earliest local. None when nothing matches.
         """
         with self._io("offset lookup"):
-            if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-                start = self._log_start_offset
-                earliest = self.epoch_cache.earliest_entry()
-                epoch = earliest[0] if earliest is not None and earliest[1] <= start else None
-                return TimestampAndOffset(NO_TIMESTAMP, start, epoch)
-            if timestamp == LATEST_TIMESTAMP:
-                return TimestampAndOffset(NO_TIMESTAMP, self._leo, self.epoch_cache.latest_epoch())
-            if timestamp == LATEST_TIERED_TIMESTAMP:
-                return TimestampAndOffset(NO_TIMESTAMP, -1, None)
-            if timestamp == MAX_TIMESTAMP:
-                return self._max_timestamp_offset()
-            if timestamp < 0:
-                raise InvalidRecordError(f"unknown special timestamp {timestamp}")
-            for segment in self.segments.all():
-                if segment.largest_timestamp() >= timestamp:
-                    found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
-                    if found is not None:
-                        ts, offset, epoch = found
-                        return TimestampAndOffset(ts, offset, epoch if epoch >= 0 else None)
-            return None
-
-    def _max_timestamp_offset(self) -> TimestampAndOffset | None:
-        best: LogSegment | None = None
-        for segment in self.segments.all():
-            if segment.size and (
-                best is None or segment.max_timestamp_so_far > best.max_timestamp_so_far
-            ):
-                best = segment
-        if best is None or best.max_timestamp_so_far < 0:
-            return None
-        found = best.find_offset_by_timestamp(best.max_timestamp_so_far, self._log_start_offset)
-        if found is None:
-            return None
-        ts, offset, epoch = found
-        return TimestampAndOffset(ts, offset, epoch if epoch >= 0 else None)
+            return offset_for_timestamp(
+                self.segments, self.epoch_cache, timestamp, self._log_start_offset, self._leo
+            )
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int] | None:
         """(epoch, end offset) for OffsetsForLeaderEpoch; None when unknown."""
@@ -919,82 +670,36 @@ class Log:
         """Retention: delete segments below the log start offset, over `retention.bytes` or
         older than `retention.ms` (for `cleanup.policy` delete). Returns how many went."""
         with self._lock, self._io("retention"):
-            deleted = self._delete_segments_where(self._below_log_start)
-            if self.config.delete:
-                deleted += self._delete_over_size()
-                deleted += self._delete_expired()
+            deleted = self._delete_segments(below_log_start(self._log_start_offset))
+            config = self.config
+            if config.delete:
+                deleted += self._delete_segments(over_size(self.size, config.retention_bytes))
+                deleted += self._delete_segments(expired(self.clock(), config.retention_ms))
             return deleted
 
-    def _below_log_start(self, segment: LogSegment, following: LogSegment | None) -> bool:
-        return following is not None and following.base_offset <= self._log_start_offset
-
-    def _delete_over_size(self) -> int:
-        limit = self.config.retention_bytes
-        if limit < 0:
+    def _delete_segments(self, predicate: Deletable | None) -> int:
+        if predicate is None:
             return 0
-        excess = self.size - limit
-        if excess <= 0:
-            return 0
-
-        def over(segment: LogSegment, _following: LogSegment | None) -> bool:
-            nonlocal excess
-            if excess - segment.size < 0:
-                return False
-            excess -= segment.size
-            return True
-
-        return self._delete_segments_where(over)
-
-    def _delete_expired(self) -> int:
-        retention = self.config.retention_ms
-        if retention < 0:
-            return 0
-        now = self.clock()
-        return self._delete_segments_where(
-            lambda segment, _following: now - segment.largest_timestamp() > retention
-        )
-
-    def _delete_segments_where(
-        self, predicate: Callable[[LogSegment, LogSegment | None], bool]
-    ) -> int:
-        segments = self.segments.all()
-        deletable: list[LogSegment] = []
-        for i, segment in enumerate(segments):
-            following = segments[i + 1] if i + 1 < len(segments) else None
-            upper = following.base_offset if following is not None else self._leo
-            if following is None and segment.size == 0:
-                break
-            # Nothing at or above the high watermark goes, so the start never passes it.
-            if self._hw < upper or not predicate(segment, following):
-                break
-            deletable.append(segment)
+        segments = self.segments
+        deletable = deletable_segments(segments, self._leo, self._hw, predicate)
         if not deletable:
             return 0
         if len(deletable) == len(segments):
             self._roll()
-        new_start = self.segments.higher(deletable[-1].base_offset)
+        new_start = segments.higher(deletable[-1].base_offset)
         if new_start is None:
             raise KafkaStorageError(f"{self.name} has no segment after {deletable[-1]}")
         self._increment_log_start_offset(new_start.base_offset)
         self._remove_segments(deletable)
-        self.producer_state.delete_snapshots_before(self.segments.first.base_offset)
+        self.producer_state.delete_snapshots_before(segments.first.base_offset)
         return len(deletable)
 
     def _remove_segments(self, segments: list[LogSegment]) -> None:
         """Take segments out of the log now; unlink their files after file.delete.delay.ms."""
-        paths = self._retire(segments)
+        paths = retire(segments)
         self.segments.remove(segments)
         self._positions.clear()
         self.deletions.schedule(paths, self.clock() + self.config.file_delete_delay_ms)
-
-    def _retire(self, segments: list[LogSegment]) -> list[Path]:
-        """Rename segments `.deleted` (open descriptors keep in-flight reads working)."""
-        paths: list[Path] = []
-        for segment in segments:
-            segment.deleted = True
-            segment.change_suffix(DELETED_SUFFIX)
-            paths.extend(segment.paths())
-        return paths
 
     # -- truncation (followers) -----------------------------------------------------------------
 
@@ -1026,7 +731,7 @@ class Log:
 
     def _truncate_fully(self, offset: int) -> None:
         old = self.segments.all()
-        paths = self._retire(old)
+        paths = retire(old)
         segment = LogSegment(
             self.dir, offset, self.config, created_ms=self.clock(), active=True, new=True
         )
@@ -1095,7 +800,7 @@ class Log:
             ):
                 return False
             new.change_suffix(SWAP_SUFFIX)
-            paths = self._retire(old)
+            paths = retire(old)
             new.change_suffix("")
             self.segments.replace([new], old)
             self._positions.clear()
@@ -1143,33 +848,7 @@ class Log:
                 segment.deleted = True
 
 
-def replay_segment(psm: ProducerStateManager, segment: LogSegment, start: int, end: int) -> None:
-    """Feed the batches of `segment` with offsets in [start, end) to the producer state."""
-    handle = segment.file()
-    for pos, header in scan_headers(handle, 0, segment.size):
-        last = header.base_offset + header.last_offset_delta
-        if last < start:
-            continue
-        if header.base_offset >= end:
-            break
-        data = handle.pread(header.batch_length + 12, pos) if header.is_control else None
-        apply_batch(psm, header, memoryview(data) if data is not None else None)
-        psm.map_end_offset = last + 1
-
-
-def apply_batch(
-    psm: ProducerStateManager, header: BatchHeader, data: memoryview | None
-) -> CompletedTxn | None:
-    """Record a batch from the log in the producer state (as replication does)."""
-    if header.producer_id < 0:
-        return None
-    info = psm.prepare_update(header.producer_id, AppendOrigin.REPLICATION)
-    done = info.append(header, data)
-    psm.update(info)
-    return done
-
-
-# The fast path of append_as_leader: Log._append_fast's C twin where built.
-_leader_append: Callable[[Log, bytes | bytearray | memoryview, int], AppendInfo | None] = (
-    native_leader_append(Log) or Log._append_fast
+# The fast append of append_as_leader: Log._fast_append's C twin where built.
+_fast_append: Callable[[Log, bytes | bytearray | memoryview, int], AppendInfo | None] = (
+    log_fast_append(Log) or Log._fast_append
 )

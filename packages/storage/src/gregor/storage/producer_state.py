@@ -274,7 +274,7 @@ class ProducerAppendInfo:
 class ProducerStateManager:
     """The producer state of one log, with its snapshots in the log's directory."""
 
-    # Slots: the log's append fast path in C stores `map_end_offset` through its offset.
+    # Slots: the fast append's C twin stores `map_end_offset` through its offset.
     __slots__ = (
         "directory",
         "last_snap_offset",

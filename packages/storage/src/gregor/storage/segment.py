@@ -115,8 +115,8 @@ class SegmentOffsetOverflowError(Exception):
 class LogSegment:
     """A `.log` file with its `.index`, `.timeindex` and `.txnindex`."""
 
-    # Slots: the C twin of `append_produced` reads and writes the fast path's state through
-    # these slots' offsets (resolved once, in `fast_append`), not by name.
+    # Slots: the C twin of `fast_append` reads and writes its state through these slots'
+    # offsets (resolved once, in the `fast_append` module), not by name.
     __slots__ = (
         "__weakref__",
         "_bytes_since_index",
@@ -177,7 +177,7 @@ class LogSegment:
         self._rolling_timestamp: int | None = None  # the first batch's max timestamp
         # (offset, position) where the last read ended: where the next one likely starts.
         self._read_hint: tuple[int, int] | None = None
-        # The append fast path (`append_stamped`): armed by a full `append` with the bounds
+        # The fast append (`fast_append`): armed by a full `append` with the bounds
         # within which the next appends need none of its roll checks; -1 disarms it.
         self._fast_size_limit = -1
         self._fast_offset_limit = -1
@@ -365,7 +365,7 @@ class LogSegment:
         self._arm_fast_append()
 
     def _arm_fast_append(self) -> None:
-        """Set the bounds within which `append_stamped` may skip `should_roll`: the same
+        """Set the bounds within which `fast_append` may skip `should_roll`: the same
         size, age, index and offset limits, as they stand after this append."""
         self._fast_size_limit = -1
         first = self._rolling_timestamp
@@ -387,7 +387,7 @@ class LogSegment:
         self._fast_time_indexed = times.last_entry()[0]
         self._fast_size_limit = self.config.segment_bytes
 
-    def append_produced(
+    def fast_append(
         self,
         records: bytes | bytearray | memoryview,
         base_offset: int,
@@ -402,7 +402,7 @@ class LogSegment:
         no copy), index it, and return the log's AppendInfo. None, having written nothing,
         when the full path must take the batch. OSError (errno set) when the write fails.
 
-        This is the reference; `fast_append.append_produced` is its C twin where built.
+        This is the reference; `fast_append.segment_fast_append` is its C twin where built.
         """
         size_limit = self._fast_size_limit
         if size_limit < 0:  # disarmed: the files may be gone

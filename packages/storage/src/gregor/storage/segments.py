@@ -20,7 +20,7 @@ class SegmentList:
         ordered = sorted(segments, key=lambda s: s.base_offset)
         self._view: tuple[list[int], list[LogSegment]]
         # The active segment, or None when there is none: a plain attribute, for the
-        # append fast path (writers change it under the log's lock, with the view).
+        # fast append (writers change it under the log's lock, with the view).
         self.last: LogSegment | None
         self._publish([s.base_offset for s in ordered], ordered)
 

@@ -1,8 +1,8 @@
-"""The append fast path (one stamped batch, one pwritev) against the checking path.
+"""The fast append (one stamped batch, one pwritev) against the checked path.
 
 Two logs take the same appends, one through `append_as_leader` (fast wherever it applies) and
-one through the checking path alone; their results and every byte of their files must agree.
-Each test runs with the C twin of `LogSegment.append_produced` (when it was built) and with
+one through the checked path alone; their results and every byte of their files must agree.
+Each test runs with the C twin of `LogSegment.fast_append` (when it was built) and with
 the reference.
 """
 
@@ -24,42 +24,42 @@ from gregor.storage import AppendInfo, AppendOrigin, Log, fast_append
 from gregor.storage import log as log_module
 from gregor.storage.config import LogConfig
 from gregor.storage.epoch_cache import LeaderEpochCache
-from gregor.storage.fast_append import AppendProduced, Records
+from gregor.storage.fast_append import Records, SegmentFastAppend
 from gregor.storage.files import FileHandle
 from gregor.storage.index import OffsetIndex
 from gregor.storage.producer_state import ProducerStateManager
 from gregor.storage.segment import LogSegment
 from gregor.storage.segments import SegmentList
 
-IMPLEMENTATIONS: list[AppendProduced] = [LogSegment.append_produced]
-LEADER_IMPLEMENTATIONS: list[LeaderAppend] = [Log._append_fast]
-if fast_append.append_produced is not LogSegment.append_produced:
-    IMPLEMENTATIONS.append(fast_append.append_produced)
-    native_leader = fast_append.native_leader_append(Log)
-    assert native_leader is not None
-    LEADER_IMPLEMENTATIONS.append(native_leader)
+IMPLEMENTATIONS: list[SegmentFastAppend] = [LogSegment.fast_append]
+LOG_IMPLEMENTATIONS: list[LogFastAppend] = [Log._fast_append]
+if fast_append.segment_fast_append is not LogSegment.fast_append:
+    IMPLEMENTATIONS.append(fast_append.segment_fast_append)
+    native_log = fast_append.log_fast_append(Log)
+    assert native_log is not None
+    LOG_IMPLEMENTATIONS.append(native_log)
 
 
 @pytest.fixture(
     autouse=True,
-    params=list(zip(IMPLEMENTATIONS, LEADER_IMPLEMENTATIONS, strict=True)),
+    params=list(zip(IMPLEMENTATIONS, LOG_IMPLEMENTATIONS, strict=True)),
     ids=["py", "c"][: len(IMPLEMENTATIONS)],
 )
 def implementation(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
-) -> AppendProduced:
-    """The log's fast path through each implementation in turn: the references
-    (Log._append_fast calling LogSegment.append_produced), or their C twins."""
-    function, leader = request.param
-    monkeypatch.setattr(log_module, "_append_produced", function)
-    monkeypatch.setattr(log_module, "_leader_append", leader)
-    result: AppendProduced = function
+) -> SegmentFastAppend:
+    """The log's fast append through each implementation in turn: the references
+    (Log._fast_append calling LogSegment.fast_append), or their C twins."""
+    function, log_function = request.param
+    monkeypatch.setattr(log_module, "_segment_fast_append", function)
+    monkeypatch.setattr(log_module, "_fast_append", log_function)
+    result: SegmentFastAppend = function
     return result
 
 
 def test_the_extension_is_used_when_built() -> None:
     native = fast_append._native()
-    is_c = fast_append.append_produced is not LogSegment.append_produced
+    is_c = fast_append.segment_fast_append is not LogSegment.fast_append
     assert is_c == (native is not None)
     if os.environ.get("GREGOR_NO_EXTENSIONS"):
         assert native is None
@@ -71,11 +71,11 @@ def stamp_and_join(batch: bytes, offset: int, epoch: int) -> bytes:
     return stamped[0] + batch[STAMPED_PREFIX:]
 
 
-LeaderAppend = Callable[[Log, Records, int], AppendInfo | None]
+LogFastAppend = Callable[[Log, Records, int], AppendInfo | None]
 
 
 def checked_append(log: Log, records: bytes, epoch: int) -> AppendInfo:
-    return log._append_as_leader_checked(records, epoch, AppendOrigin.CLIENT)
+    return log._append_checked(records, epoch, AppendOrigin.CLIENT)
 
 
 def log_files(log: Log) -> dict[str, bytes]:
@@ -89,14 +89,14 @@ def test_fast_and_checked_appends_write_the_same_files(
     fast = open_test_log(tmp_path / "fast-0", **settings)
     checked = open_test_log(tmp_path / "checked-0", **settings)
     slow_calls = []
-    checking_path = Log._append_as_leader_checked
+    checked_path = Log._append_checked
 
     def counted(log: Log, records: bytes, epoch: int, origin: AppendOrigin) -> AppendInfo:
         if log is fast:
             slow_calls.append(len(records))
-        return checking_path(log, records, epoch, origin)
+        return checked_path(log, records, epoch, origin)
 
-    monkeypatch.setattr(Log, "_append_as_leader_checked", counted)
+    monkeypatch.setattr(Log, "_append_checked", counted)
     rng = random.Random(7)
     timestamp = 1_000
     fast_infos, checked_infos = [], []
@@ -111,7 +111,7 @@ def test_fast_and_checked_appends_write_the_same_files(
         checked_infos.append(checked_append(checked, batch, epoch))
         clock.advance(10)
     assert fast_infos == checked_infos
-    # The checking path took the first batch of each segment and the ones that rolled.
+    # The checked path took the first batch of each segment and the ones that rolled.
     assert 0 < len(slow_calls) <= 2 * len(fast.segments)
     assert len(fast.segments) == len(checked.segments) > 2  # it rolled on the way
     starts = [(1, 0), (2, fast_infos[40].first_offset), (3, fast_infos[80].first_offset)]
@@ -121,7 +121,7 @@ def test_fast_and_checked_appends_write_the_same_files(
     assert log_files(fast) == log_files(checked)
 
 
-def test_fast_path_leaves_what_it_cannot_take_to_the_checking_path(
+def test_fast_append_leaves_what_it_cannot_take_to_the_checked_path(
     open_test_log: LogOpener,
 ) -> None:
     log = open_test_log(max_message_bytes=2000)
@@ -133,7 +133,7 @@ def test_fast_path_leaves_what_it_cannot_take_to_the_checking_path(
         log.append_as_leader(bytes(corrupt), 0)
     with pytest.raises(MessageTooLargeError, match=r"\(max\.message\.bytes\)"):
         log.append_as_leader(make_batch([bytes(3000)]), 0)
-    # Two batches in one append, and an idempotent producer's batch: the checking path.
+    # Two batches in one append, and an idempotent producer's batch: the checked path.
     two = log.append_as_leader(good + good, 0)
     assert (two.first_offset, two.last_offset, two.records_count) == (1, 4, 4)
     idempotent = make_batch([b"i"], producer_id=5, producer_epoch=0, base_sequence=0)
@@ -143,7 +143,7 @@ def test_fast_path_leaves_what_it_cannot_take_to_the_checking_path(
     assert log.log_end_offset == 6
 
 
-def test_fast_path_disarms_when_the_offset_index_fills(
+def test_fast_append_disarms_when_the_offset_index_fills(
     open_test_log: LogOpener, tmp_path: Path
 ) -> None:
     # Room for four index entries: the fifth needs a roll, as should_roll decides.
@@ -168,7 +168,7 @@ def test_stamped_batch_is_what_the_segment_holds(open_test_log: LogOpener) -> No
 
 
 def test_write_errors_are_oserrors_with_errno_and_take_the_log_offline(
-    open_test_log: LogOpener, implementation: AppendProduced
+    open_test_log: LogOpener, implementation: SegmentFastAppend
 ) -> None:
     log = open_test_log()
     batch = make_batch([b"a"])
@@ -228,7 +228,7 @@ def test_the_extension_reads_slots_only_of_the_classes_it_was_bound_to(
 ) -> None:
     if len(IMPLEMENTATIONS) == 1:
         pytest.skip("the C extension was not built")
-    native = fast_append.append_produced
+    native = fast_append.segment_fast_append
     log = open_test_log()
     batch = make_batch([b"a"])
     log.append_as_leader(batch, 0)
@@ -241,7 +241,7 @@ def test_the_extension_reads_slots_only_of_the_classes_it_was_bound_to(
     with pytest.raises(TypeError, match="segment is a Impostor, not a LogSegment"):
         native(Impostor(log.active_segment), batch, 1, 0, 1 << 20, 0)  # type: ignore[arg-type]
     assert log.active_segment.size == len(batch)  # nothing written
-    bind = native_function("bind", "gregor.storage._fast_append")
+    bind = native_function("bind_segment", "gregor.storage._fast_append")
     assert bind is not None
     with pytest.raises(TypeError, match=r"Impostor\._fast_size_limit is not a writable slot"):
         bind(AppendInfo, Impostor, OffsetIndex, FileHandle)
@@ -260,17 +260,17 @@ def test_the_extension_reads_slots_only_of_the_classes_it_was_bound_to(
 def test_the_log_twin_reads_slots_only_of_a_log(open_test_log: LogOpener) -> None:
     if len(IMPLEMENTATIONS) == 1:
         pytest.skip("the C extension was not built")
-    leader = fast_append.native_leader_append(Log)
-    assert leader is not None
+    log_twin = fast_append.log_fast_append(Log)
+    assert log_twin is not None
     log = open_test_log()
     batch = make_batch([b"a"])
     log.append_as_leader(batch, 0)
     with pytest.raises(TypeError, match="log is a LogSegment, not a Log"):
-        leader(log.active_segment, batch, 0)  # type: ignore[arg-type]
-    info = leader(log, batch, 0)
+        log_twin(log.active_segment, batch, 0)  # type: ignore[arg-type]
+    info = log_twin(log, batch, 0)
     assert info is not None and (info.first_offset, log.log_end_offset) == (1, 2)
-    bind_leader = native_function("bind_leader", "gregor.storage._fast_append")
+    bind_log = native_function("bind_log", "gregor.storage._fast_append")
     with pytest.raises(TypeError, match=r"OffsetIndex\.config is not a writable slot"):
-        bind_leader(
+        bind_log(
             AppendInfo, OffsetIndex, SegmentList, LogConfig, ProducerStateManager, LeaderEpochCache
         )
