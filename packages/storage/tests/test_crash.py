@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from crash_child import TXN_CONFIG
+from storage_testing import check_transactions
 
 from gregor.protocol.records import iter_batches, scan_batches, verify_crc
 from gregor.storage import FetchIsolation, LogConfig, open_log
@@ -34,12 +36,15 @@ def children() -> Iterator[list[subprocess.Popen[str]]]:
 
 
 def _run_and_kill(
-    directory: Path, children: list[subprocess.Popen[str]], rng: random.Random
+    directory: Path,
+    children: list[subprocess.Popen[str]],
+    rng: random.Random,
+    *mode: str,
 ) -> int:
-    """Start the child, let it append for a random while, SIGKILL it; returns the highest
-    recovery point it reported."""
+    """Start the child (in `mode`, see crash_child.py), let it append for a random while,
+    SIGKILL it; returns the highest recovery point it reported."""
     child = subprocess.Popen(
-        [sys.executable, str(CHILD), str(directory), str(rng.choice([3, 10, 40]))],
+        [sys.executable, str(CHILD), str(directory), str(rng.choice([3, 10, 40])), *mode],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -133,3 +138,33 @@ def test_damaged_tails_are_cut_at_the_last_valid_batch(
     # and the log goes on from there
     flushed = _run_and_kill(directory, children, rng)
     assert _check_prefix(directory) >= max(flushed, expected_end)
+
+
+@pytest.mark.slow
+def test_sigkill_in_the_middle_of_transactions_restores_them(
+    tmp_path: Path, children: list[subprocess.Popen[str]]
+) -> None:
+    """Four producers' transactions, SIGKILLed at random moments (open ones among them):
+    after each restart the open transactions, the LSO, the `.txnindex` and what a
+    read_committed consumer sees agree with the transactions worked out from the
+    recovered log's batches, and the next run finishes what the last one left open."""
+    directory = tmp_path / "txn-0"
+    rng = random.Random(20261124)
+    recovery_point = 0
+    killed_inside = 0
+    for round_ in range(5):
+        flushed = _run_and_kill(directory, children, rng, "txn", str(round_), str(recovery_point))
+        log = open_log(
+            directory,
+            LogConfig.from_properties(TXN_CONFIG),
+            recovery_point=max(flushed, recovery_point),
+        )
+        try:
+            assert log.log_end_offset >= flushed
+            model = check_transactions(log)
+            killed_inside += bool(model.ongoing)
+            recovery_point = log.log_end_offset  # closed cleanly below
+        finally:
+            log.close()
+            assert model.aborted and model.committed
+    assert killed_inside > 0

@@ -113,8 +113,9 @@ def apply_batch(
 def replay_segment(
     producer_state: ProducerStateManager, segment: LogSegment, start: int, end: int
 ) -> None:
-    """Feed the batches of `segment` with offsets in [start, end) to the producer state
-    (its `.txnindex` already holds their aborted transactions)."""
+    """Feed the batches of `segment` with offsets in [start, end) to the producer state,
+    closing the transactions their markers end (the `.txnindex` already holds the aborted
+    ones)."""
     handle = segment.file()
     for pos, header in scan_headers(handle, 0, segment.size):
         last = header.base_offset + header.last_offset_delta
@@ -123,5 +124,7 @@ def replay_segment(
         if header.base_offset >= end:
             break
         data = handle.pread(header.batch_length + 12, pos) if header.is_control else None
-        apply_batch(producer_state, header, memoryview(data) if data is not None else None)
+        done = apply_batch(producer_state, header, memoryview(data) if data is not None else None)
+        if done is not None:
+            producer_state.complete_txn(done)
         producer_state.map_end_offset = last + 1

@@ -31,7 +31,7 @@ from gregor.protocol.errors import (
     RecordListTooLargeError,
     UnknownServerError,
 )
-from gregor.protocol.records import BatchHeader
+from gregor.protocol.records import BatchHeader, ControlType, build_control_batch
 from gregor.storage.appends import analyze_producers, apply_producer_updates, replay_segment
 from gregor.storage.checkpoints import write_partition_metadata
 from gregor.storage.config import LogConfig
@@ -242,7 +242,11 @@ class Log:
             return False
 
     def _update_first_unstable(self) -> None:
-        unstable = self.producer_state.first_unstable_offset()
+        """The LSO's input: the first offset of an undecided transaction, or of a decided one
+        whose marker is not below the high watermark yet (Kafka's firstUnstableOffset)."""
+        producer_state = self.producer_state
+        producer_state.on_high_watermark_updated(self._hw)  # e.g. markers replayed at load
+        unstable = producer_state.first_unstable_offset()
         if unstable is not None and unstable < self._log_start_offset:
             unstable = self._log_start_offset
         self._first_unstable = unstable
@@ -290,6 +294,33 @@ class Log:
             if info is not None:
                 return info
         return self._append_checked(records, leader_epoch, origin)
+
+    def append_txn_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        control: ControlType,
+        coordinator_epoch: int,
+        leader_epoch: int,
+        timestamp: int | None = None,
+    ) -> AppendInfo:
+        """Write the COMMIT or ABORT marker of a producer's transaction (WriteTxnMarkers, on
+        the partition leader): a control batch of one record, appended as the coordinator's.
+
+        It completes the producer's ongoing transaction, if any (a marker without one is
+        written all the same, as Kafka does); an ABORT adds the transaction to the segment's
+        `.txnindex`. The LSO moves past the transaction once the marker is below the high
+        watermark. Raises InvalidProducerEpoch (an epoch below the producer's),
+        TransactionCoordinatorFenced (a coordinator epoch below its last marker's) and
+        KafkaStorageError."""
+        marker = build_control_batch(
+            control,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch,
+            timestamp=self.clock() if timestamp is None else timestamp,
+        )
+        return self.append_as_leader(marker, leader_epoch, AppendOrigin.COORDINATOR)
 
     def _fast_append(
         self, records: bytes | bytearray | memoryview, leader_epoch: int
@@ -778,6 +809,11 @@ class Log:
     def has_ongoing_transaction(self, producer_id: int) -> bool:
         entry = self.producer_state.producers.get(producer_id)
         return entry is not None and entry.current_txn_first_offset is not None
+
+    def ongoing_transactions(self) -> dict[int, int]:
+        """producer id -> first offset of each transaction with no marker yet, in offset
+        order (DescribeProducers' currentTxnStartOffset; what the coordinator must finish)."""
+        return {txn.producer_id: first for first, txn in self.producer_state.ongoing_txns.items()}
 
     # -- cleaner support -------------------------------------------------------------------------
 
