@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from gregor.broker.config import BrokerConfig, Endpoint
+from gregor.broker.config import DYNAMIC_BROKER_CONFIGS, SERVER_SETTINGS, BrokerConfig, Endpoint
 from gregor.broker.properties import parse_override
 from gregor.protocol.errors import InvalidConfigError
+from gregor.storage.config import MANAGER_SETTINGS, TOPIC_SETTINGS, LogManagerConfig
+from gregor.storage.settings import ConfigType, declared
 
 BASE = {"broker.id": "1", "zookeeper.connect": "127.0.0.1:2181/kafka"}
 
@@ -148,3 +150,27 @@ def test_describe_lists_every_setting_with_its_source() -> None:
     assert described["broker.id"] == ("1", False)
     assert described["num.partitions"] == ("1", True)
     assert described["advertised.listeners"] == (None, True)
+
+
+def test_every_key_is_declared_once_with_a_doc() -> None:
+    broker = {key for key, _ in declared(BrokerConfig).items()}
+    storage = set(MANAGER_SETTINGS) | set(declared(LogManagerConfig))
+    assert not broker & storage, "a key declared by the broker and by gregor-storage"
+    for declaration in [*SERVER_SETTINGS.values(), *TOPIC_SETTINGS.values()]:
+        assert declaration.doc, declaration.key
+    assert {"log.retention.hours", "log.dirs", "broker.id", "num.io.threads"} <= set(
+        SERVER_SETTINGS
+    )
+
+
+def test_declared_types_and_defaults() -> None:
+    assert SERVER_SETTINGS["listeners"].default == "PLAINTEXT://:9092"
+    assert SERVER_SETTINGS["log.retention.hours"].default == "168"
+    assert SERVER_SETTINGS["log.retention.ms"].default is None
+    assert SERVER_SETTINGS["log.retention.hours"].type == ConfigType.INT
+    assert TOPIC_SETTINGS["cleanup.policy"].type == ConfigType.LIST
+    assert TOPIC_SETTINGS["retention.ms"].type == ConfigType.LONG
+    assert TOPIC_SETTINGS["compression.zstd.level"].type == ConfigType.INT
+    assert (
+        "log.retention.ms" in DYNAMIC_BROKER_CONFIGS and "broker.id" not in DYNAMIC_BROKER_CONFIGS
+    )

@@ -3,8 +3,12 @@
 Loaded from a `server.properties` file plus `--override key=value` pairs and validated at
 once; an error (`InvalidConfigError`) names the key, the value and the rule. The `log.*`
 settings (and the topic defaults a broker gives: `message.max.bytes`,
-`min.insync.replicas`, ...) are handed to gregor-storage, which validates them the same way
-and turns them into the default topic `LogConfig` and the `LogManagerConfig`.
+`min.insync.replicas`, ...) are gregor-storage's, which declares and validates them and turns
+them into the default topic `LogConfig` and the `LogManagerConfig`.
+
+Each setting is declared once, as a field with its key, default, parser and doc
+(`gregor.storage.settings`); `SERVER_SETTINGS` below is every server key a broker reads, for
+DescribeConfigs and the configuration reference.
 
 A key nobody knows is kept and logged once, as Kafka does ("supplied but isn't a known
 config"), so a server.properties written for Kafka starts unchanged.
@@ -14,26 +18,36 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Final
 
 import attrs
 
 from gregor.broker.properties import load_properties, parse_override
-from gregor.protocol.errors import InvalidConfigError
-from gregor.storage.config import LogConfig, LogManagerConfig
+from gregor.storage.config import MANAGER_SETTINGS, SYNONYM_SETTINGS, LogConfig, LogManagerConfig
+from gregor.storage.settings import (
+    INT_MAX,
+    ConfigType,
+    Parser,
+    Setting,
+    accepted,
+    boolean,
+    config_error,
+    declared,
+    integer,
+    long,
+    optional_string,
+    setting,
+    short,
+    string,
+)
 
 log = logging.getLogger(__name__)
 
-INT_MAX: Final = 2**31 - 1
-LONG_MAX: Final = 2**63 - 1
 SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SUPPORTED_SECURITY_PROTOCOLS: Final = ("PLAINTEXT",)
-
-
-def config_error(key: str, value: object, rule: str) -> InvalidConfigError:
-    return InvalidConfigError(f"Invalid value {value!r} for configuration {key}: {rule}")
 
 
 @attrs.frozen(slots=True)
@@ -49,45 +63,14 @@ class Endpoint:
         return f"{self.listener}://{self.host}:{self.port}"
 
 
-Parser = Callable[[str, str], Any]
-
-
-def _integer(low: int, high: int) -> Parser:
-    def parse(key: str, text: str) -> int:
-        try:
-            value = int(text.strip())
-        except ValueError:
-            raise config_error(key, text, "must be an integer") from None
-        if not low <= value <= high:
-            bound = f"at least {low}" if high in (INT_MAX, LONG_MAX) else f"in [{low}, {high}]"
-            raise config_error(key, text, f"must be {bound}")
-        return value
-
-    return parse
-
-
-def _boolean(key: str, text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered not in ("true", "false"):
-        raise config_error(key, text, "must be true or false")
-    return lowered == "true"
-
-
-def _string(key: str, text: str) -> str:
-    return text.strip()
-
-
-def _optional_string(key: str, text: str) -> str | None:
-    return text.strip() or None
-
-
 _LISTENER = re.compile(
     r"^(?P<name>[A-Za-z0-9_.-]+)://(?P<host>\[[^\]]*\]|[^:\[\]]*):(?P<port>\d+)$"
 )
 
 
-def parse_endpoints(key: str, text: str) -> tuple[Endpoint, ...]:
+def parse_endpoints(key: str, value: object) -> tuple[Endpoint, ...]:
     """`NAME://host:port,...` with the security protocol yet to be resolved."""
+    text = str(value)
     endpoints = []
     for item in (part.strip() for part in text.split(",")):
         if not item:
@@ -107,11 +90,8 @@ def parse_endpoints(key: str, text: str) -> tuple[Endpoint, ...]:
     return tuple(endpoints)
 
 
-def _optional_endpoints(key: str, text: str) -> tuple[Endpoint, ...] | None:
-    return parse_endpoints(key, text) if text.strip() else None
-
-
-def _protocol_map(key: str, text: str) -> dict[str, str]:
+def _protocol_map(key: str, value: object) -> Mapping[str, str]:
+    text = str(value)
     out = {}
     for item in (part.strip() for part in text.split(",")):
         if not item:
@@ -122,230 +102,305 @@ def _protocol_map(key: str, text: str) -> dict[str, str]:
             rule = f"{item!r} must be LISTENER:PROTOCOL with PROTOCOL in {SECURITY_PROTOCOLS}"
             raise config_error(key, text, rule)
         out[name.strip().upper()] = protocol
-    return out
+    return MappingProxyType(out)
 
 
-# Kafka name -> (attribute, parser, Kafka's default as text; None: no default).
-SETTINGS: Final[dict[str, tuple[str, Parser, str | None]]] = {
-    # identity and network
-    "broker.id": ("broker_id", _integer(-1, INT_MAX), "-1"),
-    "listeners": ("listeners", parse_endpoints, "PLAINTEXT://:9092"),
-    "advertised.listeners": ("advertised_listeners", _optional_endpoints, None),
-    "listener.security.protocol.map": (
-        "listener_security_protocol_map",
-        _protocol_map,
-        ",".join(f"{p}:{p}" for p in SECURITY_PROTOCOLS),
-    ),
-    "inter.broker.listener.name": ("inter_broker_listener_name", _optional_string, None),
-    "security.inter.broker.protocol": ("security_inter_broker_protocol", _string, "PLAINTEXT"),
-    "broker.rack": ("broker_rack", _optional_string, None),
-    "socket.request.max.bytes": ("socket_request_max_bytes", _integer(1, INT_MAX), "104857600"),
-    "socket.send.buffer.bytes": ("socket_send_buffer_bytes", _integer(-1, INT_MAX), "102400"),
-    "socket.receive.buffer.bytes": (
-        "socket_receive_buffer_bytes",
-        _integer(-1, INT_MAX),
-        "102400",
-    ),
-    "connections.max.idle.ms": ("connections_max_idle_ms", _integer(-1, LONG_MAX), "600000"),
-    "fetch.max.bytes": ("fetch_max_bytes", _integer(1024, INT_MAX), "57671680"),
-    # ZooKeeper
-    "zookeeper.connect": ("zookeeper_connect", _string, None),
-    "zookeeper.session.timeout.ms": ("zookeeper_session_timeout_ms", _integer(1, INT_MAX), "18000"),
-    "zookeeper.connection.timeout.ms": (
-        "zookeeper_connection_timeout_ms",
-        _integer(1, INT_MAX),
-        None,
-    ),
-    # topics
-    "num.partitions": ("num_partitions", _integer(1, INT_MAX), "1"),
-    "default.replication.factor": ("default_replication_factor", _integer(1, INT_MAX), "1"),
-    "min.insync.replicas": ("min_insync_replicas", _integer(1, INT_MAX), "1"),
-    "unclean.leader.election.enable": ("unclean_leader_election_enable", _boolean, "false"),
-    "auto.create.topics.enable": ("auto_create_topics_enable", _boolean, "true"),
-    "delete.topic.enable": ("delete_topic_enable", _boolean, "true"),
-    "message.max.bytes": ("message_max_bytes", _integer(0, INT_MAX), "1048588"),
-    "offsets.topic.replication.factor": (
-        "offsets_topic_replication_factor",
-        _integer(1, 32767),
-        "3",
-    ),
-    "offsets.topic.num.partitions": ("offsets_topic_num_partitions", _integer(1, INT_MAX), "50"),
-    # the group coordinator and __consumer_offsets
-    "offsets.topic.segment.bytes": (
-        "offsets_topic_segment_bytes",
-        _integer(1, INT_MAX),
-        "104857600",
-    ),
-    "offsets.load.buffer.size": ("offsets_load_buffer_size", _integer(1, INT_MAX), "5242880"),
-    "offsets.commit.timeout.ms": ("offsets_commit_timeout_ms", _integer(1, INT_MAX), "5000"),
-    "offsets.retention.minutes": ("offsets_retention_minutes", _integer(1, INT_MAX), "10080"),
-    "offsets.retention.check.interval.ms": (
-        "offsets_retention_check_interval_ms",
-        _integer(1, LONG_MAX),
-        "600000",
-    ),
-    "offset.metadata.max.bytes": ("offset_metadata_max_bytes", _integer(0, INT_MAX), "4096"),
-    "group.min.session.timeout.ms": ("group_min_session_timeout_ms", _integer(0, INT_MAX), "6000"),
-    "group.max.session.timeout.ms": (
-        "group_max_session_timeout_ms",
-        _integer(0, INT_MAX),
-        "1800000",
-    ),
-    "group.initial.rebalance.delay.ms": (
-        "group_initial_rebalance_delay_ms",
-        _integer(0, INT_MAX),
-        "3000",
-    ),
-    "group.max.size": ("group_max_size", _integer(1, INT_MAX), "2147483647"),
-    # __transaction_state (created for FindCoordinator; its coordinator comes later)
-    "transaction.state.log.num.partitions": (
-        "transaction_state_log_num_partitions",
-        _integer(1, INT_MAX),
-        "50",
-    ),
-    "transaction.state.log.replication.factor": (
-        "transaction_state_log_replication_factor",
-        _integer(1, 32767),
-        "3",
-    ),
-    "transaction.state.log.min.isr": ("transaction_state_log_min_isr", _integer(1, INT_MAX), "2"),
-    "transaction.state.log.segment.bytes": (
-        "transaction_state_log_segment_bytes",
-        _integer(1, INT_MAX),
-        "104857600",
-    ),
-    # replication
-    "replica.lag.time.max.ms": ("replica_lag_time_max_ms", _integer(0, LONG_MAX), "30000"),
-    "replica.fetch.wait.max.ms": ("replica_fetch_wait_max_ms", _integer(0, INT_MAX), "500"),
-    "replica.fetch.max.bytes": ("replica_fetch_max_bytes", _integer(0, INT_MAX), "1048576"),
-    "replica.fetch.min.bytes": ("replica_fetch_min_bytes", _integer(1, INT_MAX), "1"),
-    "replica.fetch.response.max.bytes": (
-        "replica_fetch_response_max_bytes",
-        _integer(0, INT_MAX),
-        "10485760",
-    ),
-    "replica.fetch.backoff.ms": ("replica_fetch_backoff_ms", _integer(0, INT_MAX), "1000"),
-    "replica.socket.timeout.ms": ("replica_socket_timeout_ms", _integer(1, INT_MAX), "30000"),
-    "num.replica.fetchers": ("num_replica_fetchers", _integer(1, INT_MAX), "1"),
-    "replica.high.watermark.checkpoint.interval.ms": (
-        "replica_high_watermark_checkpoint_interval_ms",
-        _integer(1, LONG_MAX),
-        "5000",
-    ),
-    # leadership
-    "controlled.shutdown.enable": ("controlled_shutdown_enable", _boolean, "true"),
-    "controlled.shutdown.max.retries": (
-        "controlled_shutdown_max_retries",
-        _integer(0, INT_MAX),
-        "3",
-    ),
-    "controlled.shutdown.retry.backoff.ms": (
-        "controlled_shutdown_retry_backoff_ms",
-        _integer(0, LONG_MAX),
-        "5000",
-    ),
-    "auto.leader.rebalance.enable": ("auto_leader_rebalance_enable", _boolean, "true"),
-    "leader.imbalance.check.interval.seconds": (
-        "leader_imbalance_check_interval_seconds",
-        _integer(1, LONG_MAX),
-        "300",
-    ),
-    "leader.imbalance.per.broker.percentage": (
-        "leader_imbalance_per_broker_percentage",
-        _integer(0, 100),
-        "10",
-    ),
-    "controller.socket.timeout.ms": ("controller_socket_timeout_ms", _integer(1, INT_MAX), "30000"),
-    # gregor's own: how often the in-process metrics are logged (0: never)
-    "gregor.metrics.log.interval.ms": ("metrics_log_interval_ms", _integer(0, LONG_MAX), "60000"),
-}
-
-# Kafka settings accepted and deliberately without effect here (threads, buffers, JMX, ...).
-IGNORED: Final = frozenset(
-    {
-        "num.network.threads",
-        "num.io.threads",
-        "queued.max.requests",
-        "num.recovery.threads.per.data.dir",
-        "zookeeper.max.in.flight.requests",
-        "zookeeper.set.acl",
-        "inter.broker.protocol.version",
-        "log.message.format.version",
-    }
-)
+endpoints: Final = Parser(ConfigType.STRING, parse_endpoints)
+protocol_map: Final = Parser(ConfigType.STRING, _protocol_map)
 
 
-def _attr_defaults() -> dict[str, Any]:
-    return {
-        attr: (parse(key, default) if default is not None else None)
-        for key, (attr, parse, default) in SETTINGS.items()
-    }
-
-
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, kw_only=True)
 class BrokerConfig:
     """A validated broker configuration. Build it with `load` or `from_properties`."""
 
-    broker_id: int
-    listeners: tuple[Endpoint, ...]
-    advertised_listeners: tuple[Endpoint, ...]
-    listener_security_protocol_map: Mapping[str, str]
-    inter_broker_listener_name: str
-    security_inter_broker_protocol: str
-    broker_rack: str | None
-    socket_request_max_bytes: int
-    socket_send_buffer_bytes: int
-    socket_receive_buffer_bytes: int
-    connections_max_idle_ms: int
-    fetch_max_bytes: int
-    zookeeper_connect: str
-    zookeeper_session_timeout_ms: int
-    zookeeper_connection_timeout_ms: int
-    num_partitions: int
-    default_replication_factor: int
-    min_insync_replicas: int
-    unclean_leader_election_enable: bool
-    auto_create_topics_enable: bool
-    delete_topic_enable: bool
-    message_max_bytes: int
-    offsets_topic_replication_factor: int
-    offsets_topic_num_partitions: int
-    offsets_topic_segment_bytes: int
-    offsets_load_buffer_size: int
-    offsets_commit_timeout_ms: int
-    offsets_retention_minutes: int
-    offsets_retention_check_interval_ms: int
-    offset_metadata_max_bytes: int
-    group_min_session_timeout_ms: int
-    group_max_session_timeout_ms: int
-    group_initial_rebalance_delay_ms: int
-    group_max_size: int
-    transaction_state_log_num_partitions: int
-    transaction_state_log_replication_factor: int
-    transaction_state_log_min_isr: int
-    transaction_state_log_segment_bytes: int
-    replica_lag_time_max_ms: int
-    replica_fetch_wait_max_ms: int
-    replica_fetch_max_bytes: int
-    replica_fetch_min_bytes: int
-    replica_fetch_response_max_bytes: int
-    replica_fetch_backoff_ms: int
-    replica_socket_timeout_ms: int
-    num_replica_fetchers: int
-    replica_high_watermark_checkpoint_interval_ms: int
-    controlled_shutdown_enable: bool
-    controlled_shutdown_max_retries: int
-    controlled_shutdown_retry_backoff_ms: int
-    auto_leader_rebalance_enable: bool
-    leader_imbalance_check_interval_seconds: int
-    leader_imbalance_per_broker_percentage: int
-    controller_socket_timeout_ms: int
-    metrics_log_interval_ms: int
+    # identity and network
+    listeners: tuple[Endpoint, ...] = setting(
+        "listeners",
+        (Endpoint("PLAINTEXT", "", 9092),),
+        endpoints,
+        "NAME://host:port to listen on, comma-separated (an empty host: every interface)",
+    )
+    advertised_listeners: tuple[Endpoint, ...] = setting(
+        "advertised.listeners",
+        (),
+        endpoints,
+        "NAME://host:port that clients and brokers are told to connect to",
+        otherwise="the listeners",
+    )
+    listener_security_protocol_map: Mapping[str, str] = setting(
+        "listener.security.protocol.map",
+        MappingProxyType({p: p for p in SECURITY_PROTOCOLS}),
+        protocol_map,
+        "LISTENER:PROTOCOL pairs (only PLAINTEXT is supported)",
+    )
+    inter_broker_listener_name: str = setting(
+        "inter.broker.listener.name",
+        "",
+        string,
+        "the listener brokers use to talk to each other",
+        otherwise="the listener named as security.inter.broker.protocol",
+    )
+    security_inter_broker_protocol: str = setting(
+        "security.inter.broker.protocol",
+        "PLAINTEXT",
+        string,
+        "the inter-broker listener, when inter.broker.listener.name is not set",
+    )
+    broker_rack: str | None = setting(
+        "broker.rack", None, optional_string, "the rack, for rack-aware replica placement"
+    )
+    socket_request_max_bytes: int = setting(
+        "socket.request.max.bytes",
+        104857600,
+        integer(1),
+        "a larger request closes its connection",
+    )
+    socket_send_buffer_bytes: int = setting(
+        "socket.send.buffer.bytes", 102400, integer(-1), "SO_SNDBUF (-1: the OS default)"
+    )
+    socket_receive_buffer_bytes: int = setting(
+        "socket.receive.buffer.bytes", 102400, integer(-1), "SO_RCVBUF (-1: the OS default)"
+    )
+    connections_max_idle_ms: int = setting(
+        "connections.max.idle.ms", 600000, long(-1), "idle connections close after this long"
+    )
+    fetch_max_bytes: int = setting(
+        "fetch.max.bytes", 57671680, integer(1024), "the most a fetch response returns"
+    )
+    # ZooKeeper
+    zookeeper_connect: str = setting(
+        "zookeeper.connect",
+        "",
+        string,
+        "host:port[,host:port...][/chroot] of the ZooKeeper ensemble",
+        otherwise="none: it must be set",
+    )
+    zookeeper_session_timeout_ms: int = setting(
+        "zookeeper.session.timeout.ms", 18000, integer(1), "the ZooKeeper session timeout"
+    )
+    zookeeper_connection_timeout_ms: int = setting(
+        "zookeeper.connection.timeout.ms",
+        0,
+        integer(1),
+        "how long to wait for a ZooKeeper connection",
+        otherwise="zookeeper.session.timeout.ms",
+    )
+    # topics
+    num_partitions: int = setting(
+        "num.partitions", 1, integer(1), "partitions of an auto-created topic"
+    )
+    default_replication_factor: int = setting(
+        "default.replication.factor",
+        1,
+        integer(1),
+        "replicas of an auto-created topic, or one created without a factor",
+    )
+    min_insync_replicas: int = setting(
+        "min.insync.replicas",
+        1,
+        integer(1),
+        "acks=all produce fails while fewer replicas are in sync (topic default)",
+    )
+    unclean_leader_election_enable: bool = setting(
+        "unclean.leader.election.enable",
+        False,
+        boolean,
+        "an out-of-sync replica may become leader, losing data (topic default)",
+    )
+    auto_create_topics_enable: bool = setting(
+        "auto.create.topics.enable",
+        True,
+        boolean,
+        "Metadata requests for a missing topic create it",
+    )
+    delete_topic_enable: bool = setting(
+        "delete.topic.enable", True, boolean, "DeleteTopics is allowed"
+    )
+    message_max_bytes: int = setting(
+        "message.max.bytes",
+        1048588,
+        integer(0),
+        "the largest record batch a topic accepts (topic default of max.message.bytes)",
+    )
+    # the group coordinator and __consumer_offsets
+    offsets_topic_replication_factor: int = setting(
+        "offsets.topic.replication.factor",
+        3,
+        short(1),
+        "replicas of __consumer_offsets (lowered to the live brokers, with a warning)",
+    )
+    offsets_topic_num_partitions: int = setting(
+        "offsets.topic.num.partitions", 50, integer(1), "partitions of __consumer_offsets"
+    )
+    offsets_topic_segment_bytes: int = setting(
+        "offsets.topic.segment.bytes",
+        104857600,
+        integer(1),
+        "segment.bytes of __consumer_offsets",
+    )
+    offsets_load_buffer_size: int = setting(
+        "offsets.load.buffer.size",
+        5242880,
+        integer(1),
+        "bytes read at a time when a coordinator loads its groups",
+    )
+    offsets_commit_timeout_ms: int = setting(
+        "offsets.commit.timeout.ms",
+        5000,
+        integer(1),
+        "an offset commit waits this long for its replicas",
+    )
+    offsets_retention_minutes: int = setting(
+        "offsets.retention.minutes",
+        10080,
+        integer(1),
+        "committed offsets of an empty group expire after this long",
+    )
+    offsets_retention_check_interval_ms: int = setting(
+        "offsets.retention.check.interval.ms",
+        600000,
+        long(1),
+        "how often expired offsets are looked for",
+    )
+    offset_metadata_max_bytes: int = setting(
+        "offset.metadata.max.bytes",
+        4096,
+        integer(0),
+        "the longest metadata string an offset commit may carry",
+    )
+    group_min_session_timeout_ms: int = setting(
+        "group.min.session.timeout.ms", 6000, integer(0), "the shortest session a member may ask"
+    )
+    group_max_session_timeout_ms: int = setting(
+        "group.max.session.timeout.ms",
+        1800000,
+        integer(0),
+        "the longest session a member may ask",
+    )
+    group_initial_rebalance_delay_ms: int = setting(
+        "group.initial.rebalance.delay.ms",
+        3000,
+        integer(0),
+        "a new group's first rebalance waits this long for more members",
+    )
+    group_max_size: int = setting(
+        "group.max.size", INT_MAX, integer(1), "the most members a group may have"
+    )
+    # __transaction_state (created for FindCoordinator; its coordinator comes later)
+    transaction_state_log_num_partitions: int = setting(
+        "transaction.state.log.num.partitions",
+        50,
+        integer(1),
+        "partitions of __transaction_state",
+    )
+    transaction_state_log_replication_factor: int = setting(
+        "transaction.state.log.replication.factor",
+        3,
+        short(1),
+        "replicas of __transaction_state",
+    )
+    transaction_state_log_min_isr: int = setting(
+        "transaction.state.log.min.isr",
+        2,
+        integer(1),
+        "min.insync.replicas of __transaction_state",
+    )
+    transaction_state_log_segment_bytes: int = setting(
+        "transaction.state.log.segment.bytes",
+        104857600,
+        integer(1),
+        "segment.bytes of __transaction_state",
+    )
+    # replication
+    replica_lag_time_max_ms: int = setting(
+        "replica.lag.time.max.ms",
+        30000,
+        long(0),
+        "a follower not caught up for this long leaves the ISR",
+    )
+    replica_fetch_wait_max_ms: int = setting(
+        "replica.fetch.wait.max.ms", 500, integer(0), "a follower's fetch waits at most this long"
+    )
+    replica_fetch_max_bytes: int = setting(
+        "replica.fetch.max.bytes", 1048576, integer(0), "bytes a follower fetches per partition"
+    )
+    replica_fetch_min_bytes: int = setting(
+        "replica.fetch.min.bytes", 1, integer(1), "bytes a follower's fetch waits for"
+    )
+    replica_fetch_response_max_bytes: int = setting(
+        "replica.fetch.response.max.bytes",
+        10485760,
+        integer(0),
+        "bytes a follower fetches per request",
+    )
+    replica_fetch_backoff_ms: int = setting(
+        "replica.fetch.backoff.ms", 1000, integer(0), "a follower waits this long after an error"
+    )
+    replica_socket_timeout_ms: int = setting(
+        "replica.socket.timeout.ms", 30000, integer(1), "a follower's request timeout"
+    )
+    num_replica_fetchers: int = setting(
+        "num.replica.fetchers", 1, integer(1), "fetcher tasks per source broker"
+    )
+    # leadership
+    controlled_shutdown_enable: bool = setting(
+        "controlled.shutdown.enable",
+        True,
+        boolean,
+        "a stopping broker first moves its leaderships away",
+    )
+    controlled_shutdown_max_retries: int = setting(
+        "controlled.shutdown.max.retries",
+        3,
+        integer(0),
+        "controlled shutdown attempts before stopping anyway",
+    )
+    controlled_shutdown_retry_backoff_ms: int = setting(
+        "controlled.shutdown.retry.backoff.ms",
+        5000,
+        long(0),
+        "the wait between controlled shutdown attempts",
+    )
+    auto_leader_rebalance_enable: bool = setting(
+        "auto.leader.rebalance.enable",
+        True,
+        boolean,
+        "the controller moves leaderships back to preferred replicas",
+    )
+    leader_imbalance_check_interval_seconds: int = setting(
+        "leader.imbalance.check.interval.seconds",
+        300,
+        long(1),
+        "how often the controller checks the leader balance",
+    )
+    leader_imbalance_per_broker_percentage: int = setting(
+        "leader.imbalance.per.broker.percentage",
+        10,
+        integer(0, 100),
+        "a broker with more of its preferred leaderships elsewhere is rebalanced",
+    )
+    controller_socket_timeout_ms: int = setting(
+        "controller.socket.timeout.ms",
+        30000,
+        integer(1),
+        "the controller's request timeout to brokers",
+    )
+    metrics_log_interval_ms: int = setting(
+        "gregor.metrics.log.interval.ms",
+        60000,
+        long(0),
+        "how often the in-process metrics are logged (0: never); Gregor's own",
+    )
     # gregor-storage's view of the same properties
-    log_config: LogConfig
-    log_manager_config: LogManagerConfig
+    log_config: LogConfig = attrs.field(factory=LogConfig)
+    log_manager_config: LogManagerConfig = attrs.field(factory=LogManagerConfig)
     # every property as given (file, then overrides), for DescribeConfigs and storage
     properties: Mapping[str, str] = attrs.field(factory=dict, eq=False)
+
+    @property
+    def broker_id(self) -> int:
+        """`broker.id`, which gregor-storage declares (it writes it to meta.properties)."""
+        return self.log_manager_config.broker_id
 
     @classmethod
     def load(cls, path: Path | str, overrides: Iterable[str] = ()) -> BrokerConfig:
@@ -359,19 +414,19 @@ class BrokerConfig:
     @classmethod
     def from_properties(cls, properties: Mapping[str, object]) -> BrokerConfig:
         given = {str(k).strip(): str(v) for k, v in properties.items()}
-        values = _attr_defaults()
+        values: dict[str, Any] = {name: a.default for name, a in _FIELDS.items()}
         for key, text in given.items():
-            setting = SETTINGS.get(key)
-            if setting is not None:
-                attr, parse, _ = setting
-                values[attr] = parse(key, text)
-            elif key not in IGNORED and not key.startswith("log."):
+            found = _BROKER.get(key)
+            if found is not None:
+                name, declaration = found
+                values[name] = declaration.parser(key, text)
+            elif key not in SERVER_SETTINGS and not key.startswith("log."):
                 log.warning("The configuration %r was supplied but isn't a known config.", key)
+        values["log_manager_config"] = LogManagerConfig.from_server_properties(given)
         _resolve_listeners(values, given)
         _check_relations(values)
         values["log_config"] = LogConfig.from_server_properties(given)
-        values["log_manager_config"] = LogManagerConfig.from_server_properties(given)
-        if values["zookeeper_connection_timeout_ms"] is None:
+        if not values["zookeeper_connection_timeout_ms"]:
             values["zookeeper_connection_timeout_ms"] = values["zookeeper_session_timeout_ms"]
         return cls(properties=given, **values)
 
@@ -384,14 +439,60 @@ class BrokerConfig:
         return next((e for e in self.advertised_listeners if e.listener == listener), None)
 
     def describe(self) -> list[tuple[str, str | None, bool]]:
-        """(name, value as text, is it the default) for every setting this broker knows."""
+        """(name, value as text, is it the default) for every setting this broker and its
+        log manager declare."""
         out: list[tuple[str, str | None, bool]] = []
-        for key, (_attr, _parse, default) in SETTINGS.items():
+        for key, declaration in DESCRIBED.items():
             if key in self.properties:
                 out.append((key, self.properties[key], False))
             else:
-                out.append((key, default, True))
+                out.append((key, declaration.default, True))
         return out
+
+
+_BROKER: Final = declared(BrokerConfig)
+_FIELDS: Final = {a.name: a for a in attrs.fields(BrokerConfig) if "kafka" in a.metadata}
+
+
+# Kafka settings accepted and deliberately without effect here (threads, buffers, JMX, ...).
+IGNORED_SETTINGS: Final = {
+    s.key: s
+    for s in (
+        accepted(
+            "num.network.threads", ConfigType.INT, "no effect: one event loop serves every socket"
+        ),
+        accepted(
+            "num.io.threads", ConfigType.INT, "no effect: requests are handled on the event loop"
+        ),
+        accepted(
+            "queued.max.requests", ConfigType.INT, "no effect: each connection reads four ahead"
+        ),
+        accepted(
+            "zookeeper.max.in.flight.requests", ConfigType.INT, "no effect: kazoo pipelines alone"
+        ),
+        accepted("zookeeper.set.acl", ConfigType.BOOLEAN, "no effect: no ZooKeeper ACLs yet"),
+        accepted(
+            "inter.broker.protocol.version", ConfigType.STRING, "no effect: versions are negotiated"
+        ),
+        accepted(
+            "log.message.format.version", ConfigType.STRING, "no effect: always record batch v2"
+        ),
+    )
+}
+
+# What DescribeConfigs lists for a broker (the broker-wide topic defaults are added there).
+DESCRIBED: Final[dict[str, Setting]] = {
+    **{key: declaration for key, (_, declaration) in _BROKER.items()},
+    **{key: s for key, s in MANAGER_SETTINGS.items() if key not in _BROKER},
+}
+# Broker settings that can change at run time: the broker-wide defaults of topic settings.
+DYNAMIC_BROKER_CONFIGS: Final = frozenset(SYNONYM_SETTINGS)
+# Every server setting a broker reads, and those it accepts without effect.
+SERVER_SETTINGS: Final[dict[str, Setting]] = {
+    **DESCRIBED,
+    **{key: s for key, s in SYNONYM_SETTINGS.items() if key not in DESCRIBED},
+    **IGNORED_SETTINGS,
+}
 
 
 def _resolve_listeners(values: dict[str, Any], given: Mapping[str, str]) -> None:
@@ -423,7 +524,7 @@ def _resolve_listeners(values: dict[str, Any], given: Mapping[str, str]) -> None
     if len(set(ports)) != len(ports):
         raise config_error("listeners", given.get("listeners", ""), "each needs its own port")
     advertised = values["advertised_listeners"]
-    advertised = listeners if advertised is None else resolve("advertised.listeners", advertised)
+    advertised = listeners if not advertised else resolve("advertised.listeners", advertised)
     names = {e.listener for e in listeners}
     for e in advertised:
         if e.listener not in names:
@@ -439,7 +540,7 @@ def _resolve_listeners(values: dict[str, Any], given: Mapping[str, str]) -> None
                 "0.0.0.0 is a bind address, not one clients can connect to",
             )
     inter = values["inter_broker_listener_name"]
-    if inter is None:
+    if not inter:
         inter = values["security_inter_broker_protocol"].upper()
     inter = inter.upper()
     if inter not in {e.listener for e in advertised}:
@@ -454,10 +555,11 @@ def _resolve_listeners(values: dict[str, Any], given: Mapping[str, str]) -> None
 
 
 def _check_relations(values: dict[str, Any]) -> None:
-    if values["broker_id"] < 0:
+    broker_id = values["log_manager_config"].broker_id
+    if broker_id < 0:
         raise config_error(
             "broker.id",
-            values["broker_id"],
+            broker_id,
             "must be set to a value of at least 0 (automatic broker ids are not supported)",
         )
     if not values["zookeeper_connect"]:

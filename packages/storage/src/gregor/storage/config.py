@@ -6,21 +6,42 @@ and applies a topic's overrides on top with `from_properties(overrides, defaults
 `LogManagerConfig` holds the broker-level settings of the storage engine (`log.dirs`, the
 intervals of the background tasks, the cleaner's settings).
 
-Every value is validated when it is loaded; an error names the key, the value and the rule.
+Each setting is declared once, as a field with its key, default, parser and doc
+(`gregor.storage.settings`); `TOPIC_SETTINGS` and `SERVER_SETTINGS` are what DescribeConfigs
+and the configuration reference read. Every value is validated when it is loaded; an error
+names the key the operator wrote, the value and the rule.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final, TypeVar
+from collections.abc import Mapping
+from typing import Any, Final
 
 import attrs
 
 from gregor.protocol.errors import InvalidConfigError
+from gregor.storage.settings import (
+    INT_MAX,
+    LONG_MAX,
+    ConfigType,
+    Setting,
+    accepted,
+    boolean,
+    choice,
+    declared,
+    directories,
+    integer,
+    long,
+    number,
+    policy,
+    scaled,
+    setting,
+    to_text,
+)
 
-LONG_MAX: Final = 2**63 - 1
-INT_MAX: Final = 2**31 - 1
+__all__ = ["INT_MAX", "LONG_MAX", "LogConfig", "LogManagerConfig"]
+
 LOG_OVERHEAD: Final = 12
 
 HOUR_MS: Final = 60 * 60 * 1000
@@ -31,164 +52,145 @@ CLEANUP_COMPACT: Final = "compact"
 TIMESTAMP_TYPES: Final = ("CreateTime", "LogAppendTime")
 COMPRESSION_TYPES: Final = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
+
 # Kafka topic settings that a broker accepts and that the storage engine does not act on; they
 # are kept (as strings) so that DescribeConfigs can show them and the broker can read them.
-PASSTHROUGH_KEYS: Final = frozenset(
-    {
-        "leader.replication.throttled.replicas",
-        "follower.replication.throttled.replicas",
-        "message.downconversion.enable",
-        "message.format.version",
-        "message.timestamp.difference.max.ms",
-        "remote.storage.enable",
-        "local.retention.ms",
-        "local.retention.bytes",
-        "compression.gzip.level",
-        "compression.lz4.level",
-        "compression.zstd.level",
-    }
-)
-
-T = TypeVar("T")
-
-
-def _fail(key: str, value: object, rule: str) -> InvalidConfigError:
-    return InvalidConfigError(f"Invalid value {value!r} for configuration {key}: {rule}")
-
-
-def _parse_int(key: str, value: object, low: int, high: int) -> int:
-    if isinstance(value, bool):
-        raise _fail(key, value, "must be an integer")
-    if isinstance(value, int):
-        number = value
-    elif isinstance(value, str):
-        try:
-            number = int(value.strip())
-        except ValueError:
-            raise _fail(key, value, "must be an integer") from None
-    else:
-        raise _fail(key, value, "must be an integer")
-    if number < low:
-        raise _fail(key, value, f"must be at least {low}")
-    if number > high:
-        raise _fail(key, value, f"must be at most {high}")
-    return number
-
-
-def _parse_float(key: str, value: object, low: float, high: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise _fail(key, value, "must be a number")
-    try:
-        number = float(value)
-    except ValueError:
-        raise _fail(key, value, "must be a number") from None
-    if math.isnan(number) or not low <= number <= high:
-        raise _fail(key, value, f"must be between {low} and {high}")
-    return number
-
-
-def _parse_bool(key: str, value: object) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    raise _fail(key, value, "must be true or false")
-
-
-def _parse_choice(key: str, value: object, choices: Iterable[str]) -> str:
-    options = tuple(choices)
-    if isinstance(value, str) and value.strip() in options:
-        return value.strip()
-    raise _fail(key, value, f"must be one of {', '.join(options)}")
-
-
-def _parse_policy(key: str, value: object) -> frozenset[str]:
-    items: list[str]
-    if isinstance(value, str):
-        items = [item.strip() for item in value.split(",") if item.strip()]
-    elif isinstance(value, Iterable):
-        items = [str(item).strip() for item in value]
-    else:
-        raise _fail(key, value, "must be a list of compact, delete")
-    if not items or any(item not in (CLEANUP_COMPACT, CLEANUP_DELETE) for item in items):
-        raise _fail(key, value, "must be a non-empty list of compact, delete")
-    return frozenset(items)
-
-
-# Each setting: (attribute name, parser). The parser gets the Kafka key and the raw value.
-_Parser = Callable[[str, object], Any]
-
-
-def _int(low: int, high: int = INT_MAX) -> _Parser:
-    return lambda key, value: _parse_int(key, value, low, high)
-
-
-def _long(low: int) -> _Parser:
-    return lambda key, value: _parse_int(key, value, low, LONG_MAX)
-
-
-def _choice(choices: Iterable[str]) -> _Parser:
-    options = tuple(choices)
-    return lambda key, value: _parse_choice(key, value, options)
-
-
-_LOG_SETTINGS: Final[dict[str, tuple[str, _Parser]]] = {
-    "segment.bytes": ("segment_bytes", _int(14)),
-    "segment.ms": ("segment_ms", _long(1)),
-    "segment.jitter.ms": ("segment_jitter_ms", _long(0)),
-    "segment.index.bytes": ("segment_index_bytes", _int(4)),
-    "index.interval.bytes": ("index_interval_bytes", _int(0)),
-    "retention.ms": ("retention_ms", _long(-1)),
-    "retention.bytes": ("retention_bytes", _long(-(2**63))),
-    "cleanup.policy": ("cleanup_policy", _parse_policy),
-    "min.cleanable.dirty.ratio": (
-        "min_cleanable_dirty_ratio",
-        lambda key, value: _parse_float(key, value, 0.0, 1.0),
-    ),
-    "delete.retention.ms": ("delete_retention_ms", _long(0)),
-    "min.compaction.lag.ms": ("min_compaction_lag_ms", _long(0)),
-    "max.compaction.lag.ms": ("max_compaction_lag_ms", _long(1)),
-    "max.message.bytes": ("max_message_bytes", _int(0)),
-    "flush.messages": ("flush_messages", _long(1)),
-    "flush.ms": ("flush_ms", _long(0)),
-    "file.delete.delay.ms": ("file_delete_delay_ms", _long(0)),
-    "message.timestamp.type": ("message_timestamp_type", _choice(TIMESTAMP_TYPES)),
-    "message.timestamp.before.max.ms": ("message_timestamp_before_max_ms", _long(0)),
-    "message.timestamp.after.max.ms": ("message_timestamp_after_max_ms", _long(0)),
-    "preallocate": ("preallocate", _parse_bool),
-    "compression.type": ("compression_type", _choice(COMPRESSION_TYPES)),
-    "min.insync.replicas": ("min_insync_replicas", _int(1)),
-    "unclean.leader.election.enable": ("unclean_leader_election_enable", _parse_bool),
+PASSTHROUGH_SETTINGS: Final = {
+    s.key: s
+    for s in (
+        accepted(
+            "leader.replication.throttled.replicas",
+            ConfigType.LIST,
+            "replicas whose leader-side replication is throttled (kept, no throttling yet)",
+        ),
+        accepted(
+            "follower.replication.throttled.replicas",
+            ConfigType.LIST,
+            "replicas whose follower-side replication is throttled (kept, no throttling yet)",
+        ),
+        accepted(
+            "message.downconversion.enable",
+            ConfigType.BOOLEAN,
+            "whether old fetch versions may get converted batches (kept; they always do)",
+        ),
+        accepted("message.format.version", ConfigType.STRING, "obsolete in Kafka 3 (kept)"),
+        accepted(
+            "message.timestamp.difference.max.ms",
+            ConfigType.LONG,
+            "superseded by message.timestamp.before/after.max.ms (kept)",
+        ),
+        accepted("remote.storage.enable", ConfigType.BOOLEAN, "tiered storage (kept, not built)"),
+        accepted("local.retention.ms", ConfigType.LONG, "tiered storage (kept, not built)"),
+        accepted("local.retention.bytes", ConfigType.LONG, "tiered storage (kept, not built)"),
+        accepted("compression.gzip.level", ConfigType.INT, "gzip level when recompressing (kept)"),
+        accepted("compression.lz4.level", ConfigType.INT, "lz4 level when recompressing (kept)"),
+        accepted("compression.zstd.level", ConfigType.INT, "zstd level when recompressing (kept)"),
+    )
 }
+PASSTHROUGH_KEYS: Final = frozenset(PASSTHROUGH_SETTINGS)
 
 
 @attrs.frozen(slots=True)
 class LogConfig:
     """The settings of one log (a topic-partition), as Kafka's topic configuration."""
 
-    segment_bytes: int = 1024 * 1024 * 1024
-    segment_ms: int = 7 * DAY_MS
-    segment_jitter_ms: int = 0
-    segment_index_bytes: int = 10 * 1024 * 1024
-    index_interval_bytes: int = 4096
-    retention_ms: int = 7 * DAY_MS
-    retention_bytes: int = -1
-    cleanup_policy: frozenset[str] = frozenset({CLEANUP_DELETE})
-    min_cleanable_dirty_ratio: float = 0.5
-    delete_retention_ms: int = DAY_MS
-    min_compaction_lag_ms: int = 0
-    max_compaction_lag_ms: int = LONG_MAX
-    max_message_bytes: int = 1024 * 1024 + LOG_OVERHEAD
-    flush_messages: int = LONG_MAX
-    flush_ms: int = LONG_MAX
-    file_delete_delay_ms: int = 60_000
-    message_timestamp_type: str = "CreateTime"
-    message_timestamp_before_max_ms: int = LONG_MAX
-    message_timestamp_after_max_ms: int = LONG_MAX
-    preallocate: bool = False
-    compression_type: str = "producer"
-    min_insync_replicas: int = 1
-    unclean_leader_election_enable: bool = False
+    segment_bytes: int = setting(
+        "segment.bytes", 1024 * 1024 * 1024, integer(14), "a segment file rolls at this size"
+    )
+    segment_ms: int = setting(
+        "segment.ms", 7 * DAY_MS, long(1), "a segment rolls after this long, even if not full"
+    )
+    segment_jitter_ms: int = setting(
+        "segment.jitter.ms", 0, long(0), "up to this much is taken off segment.ms, at random"
+    )
+    segment_index_bytes: int = setting(
+        "segment.index.bytes", 10 * 1024 * 1024, integer(4), "the size of each offset index"
+    )
+    index_interval_bytes: int = setting(
+        "index.interval.bytes", 4096, integer(0), "bytes of batches between index entries"
+    )
+    retention_ms: int = setting(
+        "retention.ms", 7 * DAY_MS, long(-1), "delete segments older than this (-1: never)"
+    )
+    retention_bytes: int = setting(
+        "retention.bytes",
+        -1,
+        long(-(2**63)),
+        "delete the oldest segments while a partition is larger (-1: no limit)",
+    )
+    cleanup_policy: frozenset[str] = setting(
+        "cleanup.policy", frozenset({CLEANUP_DELETE}), policy(), "delete, compact, or both"
+    )
+    min_cleanable_dirty_ratio: float = setting(
+        "min.cleanable.dirty.ratio",
+        0.5,
+        number(0.0, 1.0),
+        "compact once this share of the log is uncompacted",
+    )
+    delete_retention_ms: int = setting(
+        "delete.retention.ms", DAY_MS, long(0), "how long compaction keeps tombstones"
+    )
+    min_compaction_lag_ms: int = setting(
+        "min.compaction.lag.ms", 0, long(0), "a record stays uncompacted at least this long"
+    )
+    max_compaction_lag_ms: int = setting(
+        "max.compaction.lag.ms", LONG_MAX, long(1), "a record is compacted within this long"
+    )
+    max_message_bytes: int = setting(
+        "max.message.bytes",
+        1024 * 1024 + LOG_OVERHEAD,
+        integer(0),
+        "the largest record batch the topic accepts",
+    )
+    flush_messages: int = setting(
+        "flush.messages", LONG_MAX, long(1), "fsync after this many messages"
+    )
+    flush_ms: int = setting("flush.ms", LONG_MAX, long(0), "fsync after this long")
+    file_delete_delay_ms: int = setting(
+        "file.delete.delay.ms",
+        60_000,
+        long(0),
+        "a deleted segment's files are removed this long after",
+    )
+    message_timestamp_type: str = setting(
+        "message.timestamp.type",
+        "CreateTime",
+        choice(*TIMESTAMP_TYPES),
+        "CreateTime (the producer's) or LogAppendTime (the broker's)",
+    )
+    message_timestamp_before_max_ms: int = setting(
+        "message.timestamp.before.max.ms",
+        LONG_MAX,
+        long(0),
+        "reject batches whose timestamp is further than this in the past",
+    )
+    message_timestamp_after_max_ms: int = setting(
+        "message.timestamp.after.max.ms",
+        LONG_MAX,
+        long(0),
+        "reject batches whose timestamp is further than this in the future",
+    )
+    preallocate: bool = setting(
+        "preallocate", False, boolean, "preallocate new segment files on disk"
+    )
+    compression_type: str = setting(
+        "compression.type",
+        "producer",
+        choice(*COMPRESSION_TYPES),
+        "producer keeps the producer's codec (the only value acted on: no recompression yet)",
+    )
+    min_insync_replicas: int = setting(
+        "min.insync.replicas",
+        1,
+        integer(1),
+        "acks=all produce fails while fewer replicas are in sync",
+    )
+    unclean_leader_election_enable: bool = setting(
+        "unclean.leader.election.enable",
+        False,
+        boolean,
+        "a replica out of sync may become leader (losing data) when none in sync is alive",
+    )
     # Settings Kafka accepts that the storage engine keeps without acting on them.
     passthrough: Mapping[str, str] = attrs.field(factory=dict, eq=False)
     # Derived once: the append path reads them on every call.
@@ -229,10 +231,10 @@ class LogConfig:
         changes: dict[str, Any] = {}
         passthrough = dict((defaults or _DEFAULT).passthrough)
         for key, value in properties.items():
-            setting = _LOG_SETTINGS.get(key)
-            if setting is not None:
-                name, parse = setting
-                changes[name] = parse(key, value)
+            found = _TOPIC.get(key)
+            if found is not None:
+                name, declaration = found
+                changes[name] = declaration.parser(key, value)
             elif key in PASSTHROUGH_KEYS:
                 passthrough[key] = str(value)
             else:
@@ -248,29 +250,21 @@ class LogConfig:
                 if server_key in properties:
                     value = properties[server_key]
                     if scale != 1:
-                        value = _parse_int(server_key, value, -1, LONG_MAX // scale)
-                        value = value * scale if value >= 0 else value
+                        value = scaled(scale)(server_key, value)
                     # Checked here too, so that an error names the key the operator wrote.
-                    topic[topic_key] = _LOG_SETTINGS[topic_key][1](server_key, value)
+                    topic[topic_key] = _TOPIC[topic_key][1].parser(server_key, value)
                     break
         return cls.from_properties(topic)
 
     def to_properties(self) -> dict[str, str]:
         """Every setting under its Kafka name, as strings (DescribeConfigs' view)."""
-        out: dict[str, str] = {}
-        for key, (name, _parse) in _LOG_SETTINGS.items():
-            value = getattr(self, name)
-            if isinstance(value, bool):
-                out[key] = "true" if value else "false"
-            elif isinstance(value, frozenset):
-                out[key] = ",".join(sorted(value))
-            else:
-                out[key] = str(value)
+        out = {key: to_text(getattr(self, name)) or "" for key, (name, _) in _TOPIC.items()}
         out.update(self.passthrough)
         return out
 
 
 _DEFAULT: Final = LogConfig()
+_TOPIC: Final = declared(LogConfig)
 
 # Topic setting -> the broker settings that give its default, first match wins, with the
 # factor that turns the broker unit into the topic unit (log.retention.hours -> ms).
@@ -305,75 +299,97 @@ SERVER_SYNONYMS: Final[dict[str, tuple[tuple[str, int], ...]]] = {
 }
 
 
-def _dirs(key: str, value: object) -> tuple[str, ...]:
-    if isinstance(value, str):
-        dirs = tuple(item.strip() for item in value.split(",") if item.strip())
-    elif isinstance(value, Iterable):
-        dirs = tuple(str(item) for item in value)
-    else:
-        dirs = ()
-    if not dirs:
-        raise _fail(key, value, "must be a non-empty comma-separated list of directories")
-    if len(set(dirs)) != len(dirs):
-        raise _fail(key, value, "must not name a directory twice")
-    return dirs
-
-
-_MANAGER_SETTINGS: Final[dict[str, tuple[str, _Parser]]] = {
-    "log.dirs": ("log_dirs", _dirs),
-    "log.dir": ("log_dirs", _dirs),
-    "broker.id": ("broker_id", _int(-1)),
-    "num.recovery.threads.per.data.dir": ("num_recovery_threads_per_data_dir", _int(1)),
-    "log.flush.scheduler.interval.ms": ("flush_scheduler_interval_ms", _long(1)),
-    "log.flush.offset.checkpoint.interval.ms": ("flush_offset_checkpoint_interval_ms", _int(1)),
-    "log.flush.start.offset.checkpoint.interval.ms": (
-        "flush_start_offset_checkpoint_interval_ms",
-        _int(1),
-    ),
-    "replica.high.watermark.checkpoint.interval.ms": (
-        "high_watermark_checkpoint_interval_ms",
-        _long(1),
-    ),
-    "log.retention.check.interval.ms": ("retention_check_interval_ms", _long(1)),
-    "producer.id.expiration.ms": ("producer_id_expiration_ms", _int(1)),
-    "producer.id.expiration.check.interval.ms": (
-        "producer_id_expiration_check_interval_ms",
-        _int(1),
-    ),
-    "transaction.max.timeout.ms": ("max_transaction_timeout_ms", _int(1)),
-    "log.cleaner.enable": ("cleaner_enable", _parse_bool),
-    "log.cleaner.threads": ("cleaner_threads", _int(0)),
-    "log.cleaner.io.max.bytes.per.second": (
-        "cleaner_io_max_bytes_per_second",
-        lambda key, value: _parse_float(key, value, 1.0, math.inf),
-    ),
-    "log.cleaner.dedupe.buffer.size": ("cleaner_dedupe_buffer_size", _long(1024)),
-    "log.cleaner.io.buffer.size": ("cleaner_io_buffer_size", _int(4096)),
-    "log.cleaner.backoff.ms": ("cleaner_backoff_ms", _long(0)),
-}
-
-
 @attrs.frozen(slots=True)
 class LogManagerConfig:
     """Broker-level settings of the storage engine, under Kafka's server config names."""
 
-    log_dirs: tuple[str, ...] = ("/tmp/kafka-logs",)
-    broker_id: int = -1
-    num_recovery_threads_per_data_dir: int = 1
-    flush_scheduler_interval_ms: int = LONG_MAX
-    flush_offset_checkpoint_interval_ms: int = 60_000
-    flush_start_offset_checkpoint_interval_ms: int = 60_000
-    high_watermark_checkpoint_interval_ms: int = 5_000
-    retention_check_interval_ms: int = 5 * 60_000
-    producer_id_expiration_ms: int = DAY_MS
-    producer_id_expiration_check_interval_ms: int = 10 * 60_000
-    max_transaction_timeout_ms: int = 15 * 60_000
-    cleaner_enable: bool = True
-    cleaner_threads: int = 1
-    cleaner_io_max_bytes_per_second: float = math.inf
-    cleaner_dedupe_buffer_size: int = 128 * 1024 * 1024
-    cleaner_io_buffer_size: int = 512 * 1024
-    cleaner_backoff_ms: int = 15_000
+    log_dirs: tuple[str, ...] = setting(
+        "log.dirs", ("/tmp/kafka-logs",), directories(), "the directories that hold the logs"
+    )
+    broker_id: int = setting(
+        "broker.id", -1, integer(-1), "the broker's id, unique in its cluster (required)"
+    )
+    num_recovery_threads_per_data_dir: int = setting(
+        "num.recovery.threads.per.data.dir",
+        1,
+        integer(1),
+        "threads per log directory that open and recover logs at startup",
+    )
+    flush_scheduler_interval_ms: int = setting(
+        "log.flush.scheduler.interval.ms",
+        LONG_MAX,
+        long(1),
+        "how often logs are checked for a due flush.ms; also flush.ms's broker default",
+    )
+    flush_offset_checkpoint_interval_ms: int = setting(
+        "log.flush.offset.checkpoint.interval.ms",
+        60_000,
+        integer(1),
+        "how often the recovery-point checkpoint is written",
+    )
+    flush_start_offset_checkpoint_interval_ms: int = setting(
+        "log.flush.start.offset.checkpoint.interval.ms",
+        60_000,
+        integer(1),
+        "how often the log-start-offset checkpoint is written",
+    )
+    high_watermark_checkpoint_interval_ms: int = setting(
+        "replica.high.watermark.checkpoint.interval.ms",
+        5_000,
+        long(1),
+        "how often the high-watermark checkpoint is written",
+    )
+    retention_check_interval_ms: int = setting(
+        "log.retention.check.interval.ms",
+        5 * 60_000,
+        long(1),
+        "how often logs are checked for segments to delete",
+    )
+    producer_id_expiration_ms: int = setting(
+        "producer.id.expiration.ms",
+        DAY_MS,
+        integer(1),
+        "an idle producer id's state is dropped after this long",
+    )
+    producer_id_expiration_check_interval_ms: int = setting(
+        "producer.id.expiration.check.interval.ms",
+        10 * 60_000,
+        integer(1),
+        "how often expired producer ids are looked for",
+    )
+    max_transaction_timeout_ms: int = setting(
+        "transaction.max.timeout.ms",
+        15 * 60_000,
+        integer(1),
+        "the longest transaction timeout a producer may ask for",
+    )
+    cleaner_enable: bool = setting(
+        "log.cleaner.enable", True, boolean, "run the log cleaner (compaction)"
+    )
+    cleaner_threads: int = setting(
+        "log.cleaner.threads", 1, integer(0), "threads that compact logs"
+    )
+    cleaner_io_max_bytes_per_second: float = setting(
+        "log.cleaner.io.max.bytes.per.second",
+        math.inf,
+        number(1.0, math.inf),
+        "the cleaner's read and write rate limit",
+    )
+    cleaner_dedupe_buffer_size: int = setting(
+        "log.cleaner.dedupe.buffer.size",
+        128 * 1024 * 1024,
+        long(1024),
+        "memory for the cleaner's key -> offset map, over all threads",
+    )
+    cleaner_io_buffer_size: int = setting(
+        "log.cleaner.io.buffer.size",
+        512 * 1024,
+        integer(4096),
+        "the cleaner's read and write buffers",
+    )
+    cleaner_backoff_ms: int = setting(
+        "log.cleaner.backoff.ms", 15_000, long(0), "how long the cleaner sleeps with nothing to do"
+    )
 
     @classmethod
     def from_server_properties(cls, properties: Mapping[str, object]) -> LogManagerConfig:
@@ -382,7 +398,55 @@ class LogManagerConfig:
         `log.dirs` wins over `log.dir`, as in Kafka.
         """
         changes: dict[str, Any] = {}
-        for key, (name, parse) in _MANAGER_SETTINGS.items():
-            if key in properties and not (key == "log.dir" and "log.dirs" in properties):
-                changes[name] = parse(key, properties[key])
+        if "log.dirs" not in properties and LOG_DIR.key in properties:
+            changes["log_dirs"] = LOG_DIR.parser(LOG_DIR.key, properties[LOG_DIR.key])
+        for key, (name, declaration) in _MANAGER.items():
+            if key in properties:
+                changes[name] = declaration.parser(key, properties[key])
         return cls(**changes)
+
+
+_MANAGER: Final = declared(LogManagerConfig)
+LOG_DIR: Final = Setting(
+    "log.dir",
+    directories(),
+    "one log directory, when log.dirs is not set",
+    None,
+    "`/tmp/kafka-logs`",
+)
+
+
+def _synonym_settings() -> dict[str, Setting]:
+    """The broker-wide defaults of topic settings, declared by their topic setting."""
+    out: dict[str, Setting] = {}
+    for topic_key, synonyms in SERVER_SYNONYMS.items():
+        topic = _TOPIC[topic_key][1]
+        units = {1: "", HOUR_MS: "hours", 60_000: "minutes"}
+        for index, (server_key, scale) in enumerate(synonyms):
+            unit = f", in {units[scale]}" if scale != 1 else ""
+            doc = f"the broker's default for the topic setting {topic_key}{unit}"
+            if index + 1 < len(synonyms):
+                doc += f" (wins over {synonyms[index + 1][0]})"
+                default = None
+            else:
+                value = getattr(_DEFAULT, _TOPIC[topic_key][0])
+                default = to_text(value // scale if scale != 1 else value)
+            parser = scaled(scale) if scale != 1 else topic.parser
+            shown = f"`{default}`" if default is not None else "none"
+            out[server_key] = Setting(server_key, parser, doc, default, shown)
+    return out
+
+
+# The server settings the storage engine reads: the log manager's (and log.dir), and the
+# broker-wide defaults of topic settings (`log.retention.hours`, ...).
+MANAGER_SETTINGS: Final[dict[str, Setting]] = {
+    **{key: declaration for key, (_, declaration) in _MANAGER.items()},
+    LOG_DIR.key: LOG_DIR,
+}
+SYNONYM_SETTINGS: Final = _synonym_settings()
+SERVER_SETTINGS: Final = {**SYNONYM_SETTINGS, **MANAGER_SETTINGS}
+# Every topic setting: the ones LogConfig acts on and the ones it keeps.
+TOPIC_SETTINGS: Final[dict[str, Setting]] = {
+    **{key: declaration for key, (_, declaration) in _TOPIC.items()},
+    **PASSTHROUGH_SETTINGS,
+}

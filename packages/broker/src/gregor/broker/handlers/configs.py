@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, TypeVar
 import attrs
 
 from gregor.broker.apis import RequestContext, handles
+from gregor.broker.config import DYNAMIC_BROKER_CONFIGS, SERVER_SETTINGS
 from gregor.broker.topic_names import validate_topic_name
 from gregor.broker.zk import znodes
 from gregor.protocol.apis import ApiKey
@@ -51,58 +52,18 @@ from gregor.protocol.errors import (
     KafkaError,
     UnknownTopicOrPartitionError,
 )
-from gregor.storage.config import SERVER_SYNONYMS, LogConfig
+from gregor.storage.config import SERVER_SYNONYMS, TOPIC_SETTINGS, LogConfig
+from gregor.storage.settings import ConfigType, Setting
 
 if TYPE_CHECKING:
     from gregor.broker.server import Broker
 
-# ConfigResource types, DescribeConfigs sources and config types, with Kafka's ids.
+# ConfigResource types, DescribeConfigs sources and config operations, with Kafka's ids. The
+# settings' types, defaults and docs are declared with them (gregor.storage.config for
+# topics, gregor.broker.config for brokers).
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 TOPIC_CONFIG, DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, STATIC_BROKER, DEFAULT = 1, 2, 3, 4, 5
-BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = 1, 2, 3, 5, 6, 7
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-
-TOPIC_CONFIG_TYPES: dict[str, int] = {
-    "cleanup.policy": LIST,
-    "compression.type": STRING,
-    "compression.gzip.level": INT,
-    "compression.lz4.level": INT,
-    "compression.zstd.level": INT,
-    "delete.retention.ms": LONG,
-    "file.delete.delay.ms": LONG,
-    "flush.messages": LONG,
-    "flush.ms": LONG,
-    "follower.replication.throttled.replicas": LIST,
-    "index.interval.bytes": INT,
-    "leader.replication.throttled.replicas": LIST,
-    "local.retention.bytes": LONG,
-    "local.retention.ms": LONG,
-    "max.compaction.lag.ms": LONG,
-    "max.message.bytes": INT,
-    "message.downconversion.enable": BOOLEAN,
-    "message.format.version": STRING,
-    "message.timestamp.after.max.ms": LONG,
-    "message.timestamp.before.max.ms": LONG,
-    "message.timestamp.difference.max.ms": LONG,
-    "message.timestamp.type": STRING,
-    "min.cleanable.dirty.ratio": DOUBLE,
-    "min.compaction.lag.ms": LONG,
-    "min.insync.replicas": INT,
-    "preallocate": BOOLEAN,
-    "remote.storage.enable": BOOLEAN,
-    "retention.bytes": LONG,
-    "retention.ms": LONG,
-    "segment.bytes": INT,
-    "segment.index.bytes": INT,
-    "segment.jitter.ms": LONG,
-    "segment.ms": LONG,
-    "unclean.leader.election.enable": BOOLEAN,
-}
-
-# Broker settings that can change at run time: the broker-wide defaults of topic settings.
-DYNAMIC_BROKER_CONFIGS = frozenset(
-    server_key for synonyms in SERVER_SYNONYMS.values() for server_key, _ in synonyms
-)
 
 
 @attrs.frozen
@@ -110,7 +71,7 @@ class ConfigEntry:
     name: str
     value: str | None
     source: int
-    config_type: int
+    declaration: Setting | None
     read_only: bool = False
     synonyms: tuple[tuple[str, str | None, int], ...] = ()
 
@@ -168,9 +129,7 @@ def describe_topic(
             synonyms.append((server_names[0], value, DEFAULT))
         source = synonyms[0][2] if synonyms else DEFAULT
         entries.append(
-            ConfigEntry(
-                name, value, source, TOPIC_CONFIG_TYPES.get(name, STRING), False, tuple(synonyms)
-            )
+            ConfigEntry(name, value, source, TOPIC_SETTINGS.get(name), False, tuple(synonyms))
         )
     return entries
 
@@ -202,7 +161,7 @@ def describe_broker(
                 name,
                 value,
                 source,
-                _guess_type(name, value),
+                SERVER_SETTINGS.get(name),
                 name not in DYNAMIC_BROKER_CONFIGS,
                 tuple(synonyms),
             )
@@ -210,33 +169,22 @@ def describe_broker(
     return entries
 
 
-def _guess_type(name: str, value: str | None) -> int:
-    if name in DYNAMIC_BROKER_CONFIGS:
-        for topic_key, synonyms in SERVER_SYNONYMS.items():
-            if any(key == name for key, _ in synonyms):
-                return TOPIC_CONFIG_TYPES.get(topic_key, STRING)
-    if value in ("true", "false"):
-        return BOOLEAN
-    if value is not None and value.lstrip("-").isdigit():
-        return LONG if name.endswith((".ms", ".bytes")) else INT
-    return STRING
-
-
 def _result_entry(
-    entry: ConfigEntry, synonyms: bool, version: int
+    entry: ConfigEntry, synonyms: bool, documentation: bool
 ) -> DescribeConfigsResourceResult:
+    declared = entry.declaration
     return DescribeConfigsResourceResult(
         name=entry.name,
         value=entry.value,
         read_only=entry.read_only,
         is_default=entry.source == DEFAULT,
         config_source=entry.source,
-        is_sensitive=False,
+        is_sensitive=declared is not None and declared.sensitive,
         synonyms=[DescribeConfigsSynonym(n, v, s) for n, v, s in entry.synonyms]
         if synonyms
         else [],
-        config_type=entry.config_type,
-        documentation=None,
+        config_type=declared.type if declared else ConfigType.STRING,
+        documentation=declared.doc if declared and documentation else None,
     )
 
 
@@ -266,7 +214,8 @@ async def describe_configs(
                 wanted = [e for e in entries if not keys or e.name in keys]
                 result.error_message = None
                 result.configs = [
-                    _result_entry(e, request.include_synonyms, version) for e in wanted
+                    _result_entry(e, request.include_synonyms, request.include_documentation)
+                    for e in wanted
                 ]
         response.results.append(result)
     return response
@@ -427,12 +376,12 @@ async def _incremental(broker: Broker, resource: IncrementalResource, validate_o
             raise InvalidRequestError("Default topic resources are not allowed.")
         current = await broker.zk.get_entity_configs(znodes.CONFIG_TOPICS, name)
         defaults = LogConfig.from_properties({}, defaults=broker.config.log_config).to_properties()
-        types = TOPIC_CONFIG_TYPES
+        declarations = TOPIC_SETTINGS
     elif kind == BROKER:
         entity = _broker_entity(broker, name)
         current = await broker.zk.get_entity_configs(znodes.CONFIG_BROKERS, entity)
         defaults = {}
-        types = {k: _guess_type(k, None) for k in DYNAMIC_BROKER_CONFIGS}
+        declarations = {k: SERVER_SETTINGS[k] for k in DYNAMIC_BROKER_CONFIGS}
     else:
         raise InvalidRequestError(
             f"AlterConfigs is only supported for topics and brokers, but resource type is {kind}"
@@ -446,7 +395,8 @@ async def _incremental(broker: Broker, resource: IncrementalResource, validate_o
         elif op.config_operation == DELETE:
             config.pop(op.name, None)
         elif op.config_operation in (APPEND, SUBTRACT):
-            if types.get(op.name) != LIST:
+            declared = declarations.get(op.name)
+            if declared is None or declared.type != ConfigType.LIST:
                 verb = "append" if op.config_operation == APPEND else "subtract"
                 raise config_error(
                     kind,
