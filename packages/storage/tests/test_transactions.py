@@ -324,3 +324,24 @@ def test_compaction_removes_aborted_data_and_keeps_markers_while_their_data_live
     assert b"kept" not in values and b"new" in values
     assert markers() == {}
     assert [r.value for r in read_committed(log)].count(b"new") == 1
+
+
+def test_a_follower_builds_the_same_transactions_from_the_leaders_batches(
+    open_test_log: LogOpener, tmp_path: Path
+) -> None:
+    leader = open_test_log(segment_bytes=500)
+    follower = open_test_log(tmp_path / "follower-0", segment_bytes=500)
+    for round_ in range(8):
+        _data(leader, 1 + round_ % 3, [b"v%d" % round_] * 2)
+        _plain(leader)
+        if round_ % 3 == 2:
+            _end(leader, 1, ABORT)
+            _end(leader, 2, COMMIT)
+            _end(leader, 3, ABORT)
+    _data(leader, 2, [b"open"])
+    while follower.log_end_offset < leader.log_end_offset:  # fetches of a few batches
+        data = leader.read(follower.log_end_offset, 300, FetchIsolation.LOG_END).records.read()
+        follower.append_as_follower(data)
+    model = check_transactions(leader)
+    assert check_transactions(follower) == model and model.aborted and model.ongoing
+    assert index_entries(follower) == index_entries(leader)
