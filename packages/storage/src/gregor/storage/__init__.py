@@ -7,7 +7,7 @@ log; `LogConfig` its settings under Kafka's topic config names.
 from gregor.storage.config import LogConfig, LogManagerConfig
 from gregor.storage.files import FileSlice
 from gregor.storage.loader import open_log
-from gregor.storage.log import Log, OffsetsOutOfOrderError, UnexpectedAppendOffsetError
+from gregor.storage.log import Log, UnexpectedAppendOffsetError
 from gregor.storage.manager import LogManager
 from gregor.storage.producer_state import AppendOrigin
 from gregor.storage.results import (
@@ -20,6 +20,7 @@ from gregor.storage.results import (
     TimestampAndOffset,
 )
 from gregor.storage.txn_index import AbortedTxn
+from gregor.storage.validation import OffsetsOutOfOrderError
 
 __all__ = [
     "EARLIEST_TIMESTAMP",

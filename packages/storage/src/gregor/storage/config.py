@@ -197,8 +197,8 @@ class LogConfig:
     compact: bool = attrs.field(init=False, eq=False)
     delete: bool = attrs.field(init=False, eq=False)
     log_append_time: bool = attrs.field(init=False, eq=False)
-    # Appends may take the fast path: nothing to check in the records (compaction's keys),
-    # no timestamps to set or bound. A batch over `fast_append_max_bytes` takes the full
+    # Appends may be fast appends: nothing to check in the records (compaction's keys), no
+    # timestamps to set or bound. A batch over `fast_append_max_bytes` takes the checked
     # path, which says which limit it broke.
     fast_appends: bool = attrs.field(init=False, eq=False)
     fast_append_max_bytes: int = attrs.field(init=False, eq=False)

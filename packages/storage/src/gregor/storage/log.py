@@ -70,14 +70,11 @@ from gregor.storage.txn_index import AbortedTxn
 from gregor.storage.validation import (
     Assigned,
     Headers,
-    OffsetsOutOfOrderError,
     assign_offsets,
     check_leader_append,
     follower_offsets,
     validate_batches,
 )
-
-__all__ = ["Log", "OffsetsOutOfOrderError", "UnexpectedAppendOffsetError"]
 
 log = logging.getLogger(__name__)
 
