@@ -46,8 +46,9 @@ def pytest(session: nox.Session, *paths: str) -> None:
     # A package with no tests yet has no tests/ folder in a clean checkout (git keeps no
     # empty folders); pytest would fail on the missing path.
     present = [path for path in paths if any((ROOT / path).glob("*"))]
-    if present:
-        session.run("pytest", *present, *session.posargs)
+    if not present:
+        session.skip(f"no tests: {', '.join(paths)} holds none yet")
+    session.run("pytest", *present, *session.posargs)
 
 
 @nox.session
@@ -93,6 +94,13 @@ def cluster(session: nox.Session) -> None:
     # After Ctrl-C the cluster needs a few seconds to stop its brokers and ZooKeeper; nox's
     # default is to SIGTERM it after 0.3 s.
     session.run("python", "-m", "gregor.broker.devcluster", *session.posargs, interrupt_timeout=120)
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Regenerate docs/configuration.md from the config declarations (a test checks it)."""
+    install(session, *PACKAGES)
+    session.run("python", "docs/config_reference.py")
 
 
 @nox.session

@@ -194,29 +194,66 @@ class ClientConfig:
         "bootstrap.servers", (), read_list, "host:port pairs for the first connection"
     )
     client_id: str = setting("client.id", "", read_str, "sent with every request")
-    request_timeout_ms: int = setting("request.timeout.ms", 30_000, read_int(0))
-    retry_backoff_ms: int = setting("retry.backoff.ms", 100, read_int(0))
-    retry_backoff_max_ms: int = setting("retry.backoff.max.ms", 1000, read_int(0))
-    reconnect_backoff_ms: int = setting("reconnect.backoff.ms", 50, read_int(0))
-    reconnect_backoff_max_ms: int = setting("reconnect.backoff.max.ms", 1000, read_int(0))
+    request_timeout_ms: int = setting(
+        "request.timeout.ms",
+        30_000,
+        read_int(0),
+        "a request without a response after this long fails (and is retried if it may be)",
+    )
+    retry_backoff_ms: int = setting(
+        "retry.backoff.ms", 100, read_int(0), "the first wait before a retry"
+    )
+    retry_backoff_max_ms: int = setting(
+        "retry.backoff.max.ms",
+        1000,
+        read_int(0),
+        "the longest wait before a retry (the backoff grows exponentially)",
+    )
+    reconnect_backoff_ms: int = setting(
+        "reconnect.backoff.ms", 50, read_int(0), "the first wait before reconnecting to a broker"
+    )
+    reconnect_backoff_max_ms: int = setting(
+        "reconnect.backoff.max.ms",
+        1000,
+        read_int(0),
+        "the longest wait before reconnecting to a broker",
+    )
     socket_connection_setup_timeout_ms: int = setting(
-        "socket.connection.setup.timeout.ms", 10_000, read_int(0)
+        "socket.connection.setup.timeout.ms",
+        10_000,
+        read_int(0),
+        "a connection not established after this long is abandoned",
     )
     socket_connection_setup_timeout_max_ms: int = setting(
-        "socket.connection.setup.timeout.max.ms", 30_000, read_int(0)
+        "socket.connection.setup.timeout.max.ms",
+        30_000,
+        read_int(0),
+        "the longest connection setup timeout, after backoff",
     )
-    connections_max_idle_ms: int = setting("connections.max.idle.ms", 540_000, read_int(-1))
-    metadata_max_age_ms: int = setting("metadata.max.age.ms", 300_000, read_int(0))
-    send_buffer_bytes: int = setting("send.buffer.bytes", 131_072, read_int(-1))
-    receive_buffer_bytes: int = setting("receive.buffer.bytes", 65_536, read_int(-1))
+    connections_max_idle_ms: int = setting(
+        "connections.max.idle.ms",
+        540_000,
+        read_int(-1),
+        "idle connections close after this long (-1: never)",
+    )
+    metadata_max_age_ms: int = setting(
+        "metadata.max.age.ms", 300_000, read_int(0), "metadata is refreshed at least this often"
+    )
+    send_buffer_bytes: int = setting(
+        "send.buffer.bytes", 131_072, read_int(-1), "SO_SNDBUF (-1: the OS default)"
+    )
+    receive_buffer_bytes: int = setting(
+        "receive.buffer.bytes", 65_536, read_int(-1), "SO_RCVBUF (-1: the OS default)"
+    )
     security_protocol: str = setting(
-        "security.protocol", "plaintext", read_choice("plaintext", "ssl")
+        "security.protocol", "plaintext", read_choice("plaintext", "ssl"), "plaintext or ssl"
     )
     ssl_context: Any = setting("ssl.context", None, read_any, "an ssl.SSLContext for SSL")  # noqa: RUF009
     client_dns_lookup: str = setting(
         "client.dns.lookup",
         "use_all_dns_ips",
         read_choice("use_all_dns_ips", "resolve_canonical_bootstrap_servers_only"),
+        "whether bootstrap names are resolved to every address or canonicalized",
     )
 
     @classmethod
@@ -287,32 +324,103 @@ PARTITIONERS = ("murmur2_random", "murmur2", "consistent_random", "consistent", 
 class ProducerConfig(ClientConfig):
     KIND: ClassVar[str] = "producer"
 
-    receive_buffer_bytes: int = setting("receive.buffer.bytes", 32_768, read_int(-1))
+    receive_buffer_bytes: int = setting(
+        "receive.buffer.bytes", 32_768, read_int(-1), "SO_RCVBUF (-1: the OS default)"
+    )
     acks: int = setting("acks", -1, read_acks, "all (-1), 1 or 0")
-    linger_ms: int = setting("linger.ms", 0, read_int(0))
-    batch_size: int = setting("batch.size", 16_384, read_int(0))
-    buffer_memory: int = setting("buffer.memory", 33_554_432, read_int(0))
+    linger_ms: int = setting(
+        "linger.ms", 0, read_int(0), "wait up to this long for a batch to fill before sending"
+    )
+    batch_size: int = setting(
+        "batch.size", 16_384, read_int(0), "the size of one partition's batch, in bytes"
+    )
+    buffer_memory: int = setting(
+        "buffer.memory",
+        33_554_432,
+        read_int(0),
+        "bytes of records buffered before produce() blocks",
+    )
     compression_type: str = setting(
-        "compression.type", "none", read_choice("none", "gzip", "snappy", "lz4", "zstd")
+        "compression.type",
+        "none",
+        read_choice("none", "gzip", "snappy", "lz4", "zstd"),
+        "none, gzip, snappy, lz4 or zstd",
     )
     max_in_flight_requests_per_connection: int = setting(
-        "max.in.flight.requests.per.connection", 5, read_int(1)
+        "max.in.flight.requests.per.connection",
+        5,
+        read_int(1),
+        "unanswered produce requests per broker",
     )
-    retries: int = setting("retries", 2_147_483_647, read_int(0))
-    delivery_timeout_ms: int = setting("delivery.timeout.ms", 120_000, read_int(0))
-    max_block_ms: int = setting("max.block.ms", 60_000, read_int(0))
-    max_request_size: int = setting("max.request.size", 1_048_576, read_int(0))
-    metadata_max_idle_ms: int = setting("metadata.max.idle.ms", 300_000, read_int(5000))
-    partitioner: Any = setting("partitioner", "murmur2_random", read_pluggable(*PARTITIONERS))  # noqa: RUF009
-    partitioner_ignore_keys: bool = setting("partitioner.ignore.keys", False, read_bool)
+    retries: int = setting(
+        "retries",
+        2_147_483_647,
+        read_int(0),
+        "how often a failed request is retried (within its timeout)",
+    )
+    delivery_timeout_ms: int = setting(
+        "delivery.timeout.ms",
+        120_000,
+        read_int(0),
+        "a record not acknowledged after this long fails",
+    )
+    max_block_ms: int = setting(
+        "max.block.ms", 60_000, read_int(0), "the longest produce() and metadata waits block"
+    )
+    max_request_size: int = setting(
+        "max.request.size",
+        1_048_576,
+        read_int(0),
+        "the largest produce request (and record) the producer sends",
+    )
+    metadata_max_idle_ms: int = setting(
+        "metadata.max.idle.ms",
+        300_000,
+        read_int(5000),
+        "a topic not produced to for this long leaves the metadata",
+    )
+    partitioner: Any = setting(  # noqa: RUF009
+        "partitioner",
+        "murmur2_random",
+        read_pluggable(*PARTITIONERS),
+        "murmur2_random (Java's), murmur2, consistent_random, consistent, random, or a callable",
+    )
+    partitioner_ignore_keys: bool = setting(
+        "partitioner.ignore.keys",
+        False,
+        read_bool,
+        "partition keyed records as unkeyed ones (sticky)",
+    )
     partitioner_adaptive_partitioning_enable: bool = setting(
-        "partitioner.adaptive.partitioning.enable", True, read_bool
+        "partitioner.adaptive.partitioning.enable",
+        True,
+        read_bool,
+        "sticky partitions favour faster brokers",
     )
-    enable_idempotence: bool = setting("enable.idempotence", True, read_bool)
-    transactional_id: str | None = setting("transactional.id", None, read_optional_str)
-    transaction_timeout_ms: int = setting("transaction.timeout.ms", 60_000, read_int(1))
-    key_serializer: Any = setting("key.serializer", "bytes", read_pluggable(*SERIALIZERS))  # noqa: RUF009
-    value_serializer: Any = setting("value.serializer", "bytes", read_pluggable(*SERIALIZERS))  # noqa: RUF009
+    enable_idempotence: bool = setting(
+        "enable.idempotence",
+        True,
+        read_bool,
+        "exactly-once per partition: producer id and sequence numbers",
+    )
+    transactional_id: str | None = setting(
+        "transactional.id",
+        None,
+        read_optional_str,
+        "makes the producer transactional (stable across restarts)",
+    )
+    transaction_timeout_ms: int = setting(
+        "transaction.timeout.ms",
+        60_000,
+        read_int(1),
+        "the coordinator aborts a transaction open for longer",
+    )
+    key_serializer: Any = setting(  # noqa: RUF009
+        "key.serializer", "bytes", read_pluggable(*SERIALIZERS), "bytes, str, json, or a callable"
+    )
+    value_serializer: Any = setting(  # noqa: RUF009
+        "value.serializer", "bytes", read_pluggable(*SERIALIZERS), "bytes, str, json, or a callable"
+    )
     # Set when the user asked for idempotence explicitly: then the broker must support it.
     idempotence_required: bool = attrs.field(default=False)
 
@@ -356,37 +464,109 @@ ASSIGNORS = ("range", "roundrobin", "sticky", "cooperative-sticky")
 class ConsumerConfig(ClientConfig):
     KIND: ClassVar[str] = "consumer"
 
-    group_id: str | None = setting("group.id", None, read_optional_str)
-    group_instance_id: str | None = setting("group.instance.id", None, read_optional_str)
-    group_protocol: str = setting("group.protocol", "classic", read_choice("classic"))
-    auto_offset_reset: str = setting(
-        "auto.offset.reset", "latest", read_choice("earliest", "latest", "none")
+    group_id: str | None = setting(
+        "group.id",
+        None,
+        read_optional_str,
+        "the consumer group (needed for subscribe() and commits)",
     )
-    enable_auto_commit: bool = setting("enable.auto.commit", True, read_bool)
-    auto_commit_interval_ms: int = setting("auto.commit.interval.ms", 5000, read_int(0))
-    session_timeout_ms: int = setting("session.timeout.ms", 45_000, read_int(1))
-    heartbeat_interval_ms: int = setting("heartbeat.interval.ms", 3000, read_int(1))
-    max_poll_interval_ms: int = setting("max.poll.interval.ms", 300_000, read_int(1))
-    max_poll_records: int = setting("max.poll.records", 500, read_int(1))
-    fetch_min_bytes: int = setting("fetch.min.bytes", 1, read_int(0))
-    fetch_max_wait_ms: int = setting("fetch.max.wait.ms", 500, read_int(0))
-    fetch_max_bytes: int = setting("fetch.max.bytes", 52_428_800, read_int(0))
-    max_partition_fetch_bytes: int = setting("max.partition.fetch.bytes", 1_048_576, read_int(0))
+    group_instance_id: str | None = setting(
+        "group.instance.id",
+        None,
+        read_optional_str,
+        "a static member id: restarts within the session do not rebalance",
+    )
+    group_protocol: str = setting(
+        "group.protocol",
+        "classic",
+        read_choice("classic"),
+        "classic (the KIP-848 protocol is not built yet)",
+    )
+    auto_offset_reset: str = setting(
+        "auto.offset.reset",
+        "latest",
+        read_choice("earliest", "latest", "none"),
+        "where to start without a committed offset: earliest, latest or none (error)",
+    )
+    enable_auto_commit: bool = setting(
+        "enable.auto.commit", True, read_bool, "commit consumed positions in the background"
+    )
+    auto_commit_interval_ms: int = setting(
+        "auto.commit.interval.ms", 5000, read_int(0), "how often positions are auto-committed"
+    )
+    session_timeout_ms: int = setting(
+        "session.timeout.ms",
+        45_000,
+        read_int(1),
+        "a member without heartbeats for this long leaves the group",
+    )
+    heartbeat_interval_ms: int = setting(
+        "heartbeat.interval.ms", 3000, read_int(1), "how often heartbeats are sent"
+    )
+    max_poll_interval_ms: int = setting(
+        "max.poll.interval.ms",
+        300_000,
+        read_int(1),
+        "a member that does not poll for this long leaves the group",
+    )
+    max_poll_records: int = setting(
+        "max.poll.records", 500, read_int(1), "the most records one poll returns"
+    )
+    fetch_min_bytes: int = setting(
+        "fetch.min.bytes", 1, read_int(0), "a fetch waits for at least this many bytes"
+    )
+    fetch_max_wait_ms: int = setting(
+        "fetch.max.wait.ms", 500, read_int(0), "the longest a fetch waits for fetch.min.bytes"
+    )
+    fetch_max_bytes: int = setting(
+        "fetch.max.bytes", 52_428_800, read_int(0), "the most bytes one fetch response carries"
+    )
+    max_partition_fetch_bytes: int = setting(
+        "max.partition.fetch.bytes",
+        1_048_576,
+        read_int(0),
+        "the most bytes per partition in a fetch",
+    )
     isolation_level: str = setting(
-        "isolation.level", "read_uncommitted", read_choice("read_uncommitted", "read_committed")
+        "isolation.level",
+        "read_uncommitted",
+        read_choice("read_uncommitted", "read_committed"),
+        "read_uncommitted, or read_committed (stop at the last stable offset)",
     )
     partition_assignment_strategy: tuple[Any, ...] = setting(
         "partition.assignment.strategy",
         ("range", "cooperative-sticky"),
         read_pluggable_list(*ASSIGNORS),
+        "assignors by preference: range, roundrobin, sticky, cooperative-sticky",
     )
-    client_rack: str = setting("client.rack", "", read_str)
-    check_crcs: bool = setting("check.crcs", True, read_bool)
-    exclude_internal_topics: bool = setting("exclude.internal.topics", True, read_bool)
-    allow_auto_create_topics: bool = setting("allow.auto.create.topics", True, read_bool)
-    default_api_timeout_ms: int = setting("default.api.timeout.ms", 60_000, read_int(0))
-    key_deserializer: Any = setting("key.deserializer", "bytes", read_pluggable(*SERIALIZERS))  # noqa: RUF009
-    value_deserializer: Any = setting("value.deserializer", "bytes", read_pluggable(*SERIALIZERS))  # noqa: RUF009
+    client_rack: str = setting(
+        "client.rack", "", read_str, "the consumer's rack, sent with fetches"
+    )
+    check_crcs: bool = setting("check.crcs", True, read_bool, "verify the CRC of fetched batches")
+    exclude_internal_topics: bool = setting(
+        "exclude.internal.topics", True, read_bool, "pattern subscriptions skip internal topics"
+    )
+    allow_auto_create_topics: bool = setting(
+        "allow.auto.create.topics",
+        True,
+        read_bool,
+        "subscribing to a missing topic may create it (if the broker allows)",
+    )
+    default_api_timeout_ms: int = setting(
+        "default.api.timeout.ms",
+        60_000,
+        read_int(0),
+        "the timeout of blocking calls that take none",
+    )
+    key_deserializer: Any = setting(  # noqa: RUF009
+        "key.deserializer", "bytes", read_pluggable(*SERIALIZERS), "bytes, str, json, or a callable"
+    )
+    value_deserializer: Any = setting(  # noqa: RUF009
+        "value.deserializer",
+        "bytes",
+        read_pluggable(*SERIALIZERS),
+        "bytes, str, json, or a callable",
+    )
 
     def _checked(self, given: set[str]) -> Self:
         config = super()._checked(given)
@@ -412,8 +592,18 @@ class ConsumerConfig(ClientConfig):
 class AdminConfig(ClientConfig):
     KIND: ClassVar[str] = "admin"
 
-    retries: int = setting("retries", 2_147_483_647, read_int(0))
-    default_api_timeout_ms: int = setting("default.api.timeout.ms", 60_000, read_int(0))
+    retries: int = setting(
+        "retries",
+        2_147_483_647,
+        read_int(0),
+        "how often a failed request is retried (within its timeout)",
+    )
+    default_api_timeout_ms: int = setting(
+        "default.api.timeout.ms",
+        60_000,
+        read_int(0),
+        "the timeout of blocking calls that take none",
+    )
 
     def _checked(self, given: set[str]) -> Self:
         config = super()._checked(given)
