@@ -286,7 +286,7 @@ class BrokerConfig:
     group_max_size: int = setting(
         "group.max.size", INT_MAX, integer(1), "the most members a group may have"
     )
-    # __transaction_state (created for FindCoordinator; its coordinator comes later)
+    # __transaction_state and the transaction coordinator
     transaction_state_log_num_partitions: int = setting(
         "transaction.state.log.num.partitions",
         50,
@@ -310,6 +310,36 @@ class BrokerConfig:
         104857600,
         integer(1),
         "segment.bytes of __transaction_state",
+    )
+    transaction_state_log_load_buffer_size: int = setting(
+        "transaction.state.log.load.buffer.size",
+        5242880,
+        integer(1),
+        "bytes read at a time when a coordinator loads a __transaction_state partition",
+    )
+    transaction_max_timeout_ms: int = setting(
+        "transaction.max.timeout.ms",
+        900000,
+        integer(1),
+        "the longest transaction timeout a producer may ask (InitProducerId)",
+    )
+    transactional_id_expiration_ms: int = setting(
+        "transactional.id.expiration.ms",
+        604800000,
+        integer(1),
+        "a transactional id idle this long (no transaction) is forgotten",
+    )
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = setting(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        10000,
+        integer(1),
+        "how often transactions past their timeout are looked for and aborted",
+    )
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = setting(
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        3600000,
+        integer(1),
+        "how often expired transactional ids are looked for and removed",
     )
     # replication
     replica_lag_time_max_ms: int = setting(
