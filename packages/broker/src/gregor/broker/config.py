@@ -317,12 +317,6 @@ class BrokerConfig:
         integer(1),
         "bytes read at a time when a coordinator loads a __transaction_state partition",
     )
-    transaction_max_timeout_ms: int = setting(
-        "transaction.max.timeout.ms",
-        900000,
-        integer(1),
-        "the longest transaction timeout a producer may ask (InitProducerId)",
-    )
     transactional_id_expiration_ms: int = setting(
         "transactional.id.expiration.ms",
         604800000,

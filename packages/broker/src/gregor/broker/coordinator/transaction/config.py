@@ -24,7 +24,7 @@ class TransactionConfig:
     def from_broker(cls, config: BrokerConfig) -> TransactionConfig:
         return cls(
             state_log_partitions=config.transaction_state_log_num_partitions,
-            max_timeout_ms=config.transaction_max_timeout_ms,
+            max_timeout_ms=config.log_manager_config.max_transaction_timeout_ms,
             transactional_id_expiration_ms=config.transactional_id_expiration_ms,
             abort_timed_out_interval_ms=(
                 config.transaction_abort_timed_out_transaction_cleanup_interval_ms
