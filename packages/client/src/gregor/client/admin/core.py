@@ -36,8 +36,8 @@ from gregor.client.admin.types import (
     TopicDescription,
 )
 from gregor.client.config import AdminConfig
-from gregor.client.consumer.coordinator import fetch_committed
-from gregor.client.coordinators import CoordinatorType, find_coordinator
+from gregor.client.consumer.group_membership import fetch_committed
+from gregor.client.coordinator_lookup import CoordinatorType, find_coordinator
 from gregor.client.network import BOOTSTRAP, NetworkClient
 from gregor.client.offsets import EARLIEST, LATEST, list_offsets
 from gregor.client.types import OffsetAndTimestamp, TopicPartition, partitions_by_topic

@@ -30,8 +30,8 @@ import trio
 
 from gregor.client.assignors import RebalanceProtocol, assignor_for
 from gregor.client.config import ConsumerConfig
-from gregor.client.consumer.coordinator import ConsumerCoordinator
 from gregor.client.consumer.fetcher import FetchBuffer, Fetcher, release
+from gregor.client.consumer.group_membership import ConsumerCoordinator
 from gregor.client.consumer.records import CompletedFetch, ConsumerRecord
 from gregor.client.consumer.subscription import (
     ResetStrategy,

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 import trio
 
 from gregor.client.config import ProducerConfig
-from gregor.client.coordinators import CoordinatorType, find_coordinator
+from gregor.client.coordinator_lookup import CoordinatorType, find_coordinator
 from gregor.client.network import BOOTSTRAP, NetworkClient
 from gregor.client.types import OffsetAndMetadata, TopicPartition, partitions_by_topic
 from gregor.protocol.apis.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse

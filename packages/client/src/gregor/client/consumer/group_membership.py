@@ -29,7 +29,7 @@ import trio
 from gregor.client.assignors import Assignor, MemberSubscription, RebalanceProtocol
 from gregor.client.assignors.sticky import group_by_topic
 from gregor.client.config import ConsumerConfig
-from gregor.client.coordinators import CoordinatorType, find_coordinator
+from gregor.client.coordinator_lookup import CoordinatorType, find_coordinator
 from gregor.client.network import NetworkClient
 from gregor.client.types import OffsetAndMetadata, TopicPartition, partitions_by_topic
 from gregor.protocol.apis.heartbeat import HeartbeatRequest, HeartbeatResponse
