@@ -23,7 +23,7 @@ from gregor.broker.coordinator.group.offsets import FetchedOffset, OffsetAndMeta
 from gregor.broker.coordinator.group.records import LoadedState
 from gregor.broker.coordinator.group.results import JoinResult, Reply, SyncResult
 from gregor.broker.coordinator.group.state import GroupState
-from gregor.broker.coordinator.group.storage import FailedWrite, Write
+from gregor.broker.coordinator.topic_log import FailedWrite, Write
 from gregor.protocol.consumer_protocol import (
     ConsumerProtocolSubscription,
     encode_subscription,

@@ -26,17 +26,15 @@ import importlib
 import pkgutil
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import attrs
 
+from gregor.broker.services import Services
 from gregor.protocol.apis import REQUESTS, ApiKey, api_name
 from gregor.protocol.apis.api_versions import ApiVersion
 from gregor.protocol.framing import RequestHeader
 from gregor.protocol.schema import Response, Versions
-
-if TYPE_CHECKING:
-    from gregor.broker.server import Broker
 
 ANONYMOUS = "User:ANONYMOUS"
 
@@ -48,10 +46,11 @@ class CloseConnection(Exception):
 
 @attrs.define(slots=True, eq=False)
 class RequestContext:
-    """Everything a handler knows about the request besides its body."""
+    """Everything a handler knows about the request besides its body, and the services
+    it may use (`gregor.broker.services`)."""
 
     header: RequestHeader
-    broker: Broker
+    services: Services
     client_host: str
     client_port: int
     listener: str  # the listener name (e.g. "PLAINTEXT") the request arrived on

@@ -20,11 +20,13 @@ import enum
 import logging
 import zlib
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import attrs
 import trio
 
+from gregor.broker.config import BrokerConfig
+from gregor.broker.partition import Partition
 from gregor.client.connection import BrokerConnection, ConnectionConfig
 from gregor.protocol.apis.fetch import FetchPartition as FetchPartitionRequest
 from gregor.protocol.apis.fetch import FetchRequest, FetchResponse, FetchTopic, PartitionData
@@ -41,10 +43,6 @@ from gregor.protocol.apis.offset_for_leader_epoch import (
     OffsetForLeaderTopic,
 )
 from gregor.protocol.errors import ErrorCode, KafkaError, NetworkError, ProtocolError
-
-if TYPE_CHECKING:
-    from gregor.broker.partition import Partition
-    from gregor.broker.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +70,20 @@ def fetcher_id(topic: str, partition: int, fetchers: int) -> int:
     return (zlib.crc32(topic.encode()) * 31 + partition) % fetchers
 
 
+class FetcherHost(Protocol):
+    """What the fetchers use of the broker: its settings, where a leader is, and the
+    partitions it hosts (a replica lookup)."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+    @property
+    def broker_id(self) -> int: ...
+    def leader_endpoint(self, leader_id: int) -> tuple[str, int] | None: ...
+    def partition(self, topic: str, partition: int) -> Partition | None: ...
+
+
 class FetcherManager:
-    def __init__(self, manager: ReplicaManager) -> None:
+    def __init__(self, manager: FetcherHost) -> None:
         self.manager = manager
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._nursery: trio.Nursery | None = None
@@ -123,7 +133,7 @@ class FetcherManager:
 class ReplicaFetcher:
     """Fetches the partitions one leader leads for us, over one connection."""
 
-    def __init__(self, manager: ReplicaManager, leader_id: int, index: int) -> None:
+    def __init__(self, manager: FetcherHost, leader_id: int, index: int) -> None:
         self.manager = manager
         self.leader_id = leader_id
         self.index = index
@@ -187,12 +197,7 @@ class ReplicaFetcher:
                     await trio.sleep(self.backoff)
 
     def _leader_endpoint(self) -> tuple[str, int] | None:
-        node = self.manager.metadata_cache.node(
-            self.leader_id, self.manager.config.inter_broker_listener_name
-        )
-        if node is not None:
-            return node.host, node.port
-        return self.manager.leader_endpoints.get(self.leader_id)
+        return self.manager.leader_endpoint(self.leader_id)
 
     async def _replicate(self, connection: BrokerConnection) -> None:
         while not self.stopped:
@@ -221,7 +226,7 @@ class ReplicaFetcher:
         """The partition, if the fetcher still follows it in the same epoch."""
         if self.states.get(key) is not state:
             return None
-        partition = self.manager.partitions.get(key)
+        partition = self.manager.partition(*key)
         if partition is None or partition.log is None or partition.is_leader:
             return None
         if partition.leader_epoch != state.leader_epoch:

@@ -28,7 +28,6 @@ import os
 import socket
 import time
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING
 
 import trio
 
@@ -42,6 +41,7 @@ from gregor.broker.apis import (
 )
 from gregor.broker.config import BrokerConfig, Endpoint
 from gregor.broker.metrics import Metrics
+from gregor.broker.services import Services
 from gregor.client.frames import FrameReceiver
 from gregor.protocol.apis import REQUESTS, ApiKey, api_name
 from gregor.protocol.apis.api_versions import ApiVersionsResponse
@@ -54,9 +54,6 @@ from gregor.protocol.framing import (
     peek_request,
 )
 from gregor.protocol.primitives import FileRegion
-
-if TYPE_CHECKING:
-    from gregor.broker.server import Broker
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +112,7 @@ class Connection:
             self.host, self.port = str(peer[0]), int(peer[1])
         except OSError:
             self.host, self.port = "?", 0
-        self.frames = FrameReceiver(stream.socket, server.broker.config.socket_request_max_bytes)
+        self.frames = FrameReceiver(stream.socket, server.config.socket_request_max_bytes)
         self.in_flight = 0  # requests read and not yet answered
 
     def __repr__(self) -> str:
@@ -140,7 +137,7 @@ class Connection:
     # -- reading ---------------------------------------------------------------------------
 
     async def _read(self, send: trio.MemorySendChannel[bytes]) -> None:
-        idle = self.server.broker.config.connections_max_idle_ms / 1000
+        idle = self.server.config.connections_max_idle_ms / 1000
         frames = self.frames
         sock = self.stream.socket
         async with send:
@@ -198,7 +195,7 @@ class Connection:
             async with answers:
                 async for answer in answers:
                     if isinstance(answer, _Waiting):
-                        chunks = await answer.finish(self.server.broker.metrics)
+                        chunks = await answer.finish(self.server.metrics)
                     else:
                         chunks = answer
                     if chunks is not None:
@@ -236,10 +233,10 @@ class Connection:
             raise CloseConnection(
                 f"malformed {api_name(peek.api_key)} v{peek.api_version} request: {exc}"
             ) from None
-        broker = self.server.broker
+        server = self.server
         ctx = RequestContext(
             header,
-            broker,
+            server.services,
             self.host,
             self.port,
             self.endpoint.listener,
@@ -251,7 +248,7 @@ class Connection:
         )
         if isinstance(response, Later):
             return _Waiting(response, found.name, peek, started)
-        broker.metrics.record_request(peek.api_key, time.monotonic() - started)
+        server.metrics.record_request(peek.api_key, time.monotonic() - started)
         if response is None:
             return None
         return encode_response_chunks(response, peek.api_version, header.correlation_id)
@@ -305,14 +302,16 @@ async def _sendfile(stream: trio.SocketStream, region: FileRegion) -> None:
 class SocketServer:
     """Every listener of the broker; `start` binds them, `serve` accepts until cancelled."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, config: BrokerConfig, metrics: Metrics, services: Services) -> None:
+        self.config = config
+        self.metrics = metrics
+        self.services = services
         self._listeners: list[tuple[Endpoint, list[trio.SocketListener]]] = []
         self.bound: dict[str, Endpoint] = {}  # listener name -> endpoint with the real port
 
     async def bind(self) -> None:
         """Bind every listener (port 0: the kernel picks, and `bound` tells which)."""
-        for endpoint in self.broker.config.listeners:
+        for endpoint in self.config.listeners:
             host = endpoint.host or None
             try:
                 listeners = await trio.open_tcp_listeners(endpoint.port, host=host, backlog=1024)
@@ -329,7 +328,7 @@ class SocketServer:
         """The advertised endpoints, with ports of 0 replaced by the bound ones and an empty
         host by this machine's name, as Kafka registers them."""
         out = []
-        for endpoint in self.broker.config.advertised_listeners:
+        for endpoint in self.config.advertised_listeners:
             port = endpoint.port or self.bound[endpoint.listener].port
             host = endpoint.host or socket.getfqdn()
             out.append(Endpoint(endpoint.listener, host, port, endpoint.security_protocol))
@@ -339,7 +338,7 @@ class SocketServer:
         async with trio.open_nursery() as nursery:
             for endpoint, listeners in self._listeners:
                 for listener in listeners:
-                    _set_buffers(listener.socket, self.broker.config)
+                    _set_buffers(listener.socket, self.config)
                     nursery.start_soon(self._accept, endpoint, listener, nursery)
             task_status.started()
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 import attrs
 
@@ -45,9 +45,6 @@ from gregor.storage.results import (
     FetchIsolation,
     TimestampAndOffset,
 )
-
-if TYPE_CHECKING:
-    from gregor.broker.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -116,13 +113,32 @@ class ReadResult:
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset) for the follower
 
 
+class PartitionHost(Protocol):
+    """What a partition asks of the broker hosting it, and what it announces to it: its
+    leadership and role changes, its offsets moving, its ISR changes to write. The host
+    decides who else hears of them (waiting requests, coordinators)."""
+
+    @property
+    def broker_id(self) -> int: ...
+    @property
+    def replica_lag_time_max_ms(self) -> int: ...
+    def is_alive(self, broker_id: int) -> bool: ...
+    def partition_changed(self, partition: Partition) -> None: ...
+    def notify_end_offset(self, partition: Partition) -> None: ...
+    def notify_high_watermark(self, partition: Partition) -> None: ...
+    def notify_follower_progress(self, partition: Partition) -> None: ...
+    def submit_isr_change(
+        self, partition: Partition, new_isr: frozenset[int], expand: bool
+    ) -> None: ...
+
+
 class Partition:
-    def __init__(self, manager: ReplicaManager, topic: str, partition: int) -> None:
-        self.manager = manager
+    def __init__(self, host: PartitionHost, topic: str, partition: int) -> None:
+        self.host = host
         self.topic = topic
         self.partition = partition
         self.key = (topic, partition)
-        self.local_id = manager.broker_id
+        self.local_id = host.broker_id
         self.log: Log | None = None
         self.topic_id: uuid.UUID | None = None
         self.leader_id = NO_LEADER
@@ -217,7 +233,7 @@ class Partition:
         self.partition_epoch = state.partition_epoch
         self.leader_id = self.local_id
         self.maybe_increment_high_watermark(now)
-        self.manager.partition_changed(self)
+        self.host.partition_changed(self)
         return new_epoch
 
     def make_follower(self, state: LeaderAndIsrPartitionState, local_log: Log) -> bool:
@@ -245,7 +261,7 @@ class Partition:
                 local_log.log_end_offset,
                 local_log.high_watermark,
             )
-        self.manager.partition_changed(self)
+        self.host.partition_changed(self)
         return new_epoch
 
     def stop(self) -> None:
@@ -254,7 +270,7 @@ class Partition:
         self.isr = frozenset()
         self.pending_isr = None
         self.followers = {}
-        self.manager.partition_changed(self)
+        self.host.partition_changed(self)
 
     # -- leader epoch checks -------------------------------------------------------------
 
@@ -293,7 +309,7 @@ class Partition:
                 f"than min.insync.replicas {min_isr}"
             )
         info = leader_log.append_as_leader(records, self.leader_epoch)
-        self.manager.notify_end_offset(self)  # followers waiting in Fetch can go on
+        self.host.notify_end_offset(self)  # followers waiting in Fetch can go on
         self.maybe_increment_high_watermark()
         return info
 
@@ -317,7 +333,7 @@ class Partition:
         now = now_ms() if now is None else now
         leo = leader_log.log_end_offset
         new_hw = leo
-        max_lag = self.manager.config.replica_lag_time_max_ms
+        max_lag = self.host.replica_lag_time_max_ms
         maximal = self.maximal_isr
         for follower in self.followers.values():
             if follower.log_end_offset >= new_hw:
@@ -325,13 +341,12 @@ class Partition:
             # A follower caught up enough to join the ISR is waited for, else it might never
             # reach a HW that keeps moving without it.
             if follower.broker_id in maximal or (
-                follower.is_caught_up(leo, now, max_lag)
-                and self.manager.metadata_cache.is_alive(follower.broker_id)
+                follower.is_caught_up(leo, now, max_lag) and self.host.is_alive(follower.broker_id)
             ):
                 new_hw = follower.log_end_offset
         if new_hw < 0 or not leader_log.maybe_increment_high_watermark(new_hw):
             return False
-        self.manager.notify_high_watermark(self)
+        self.host.notify_high_watermark(self)
         return True
 
     # -- follower fetches (leader) ----------------------------------------------------------
@@ -348,7 +363,7 @@ class Partition:
         if previous_end != follower.log_end_offset:
             self.maybe_increment_high_watermark()
         if (previous_end, previous_start) != (follower.log_end_offset, follower.log_start_offset):
-            self.manager.notify_follower_progress(self)  # DeleteRecords waits on log starts
+            self.host.notify_follower_progress(self)  # DeleteRecords waits on log starts
 
     def follower_or_error(self, replica_id: int, current_leader_epoch: int) -> FollowerState:
         follower = self.followers.get(replica_id)
@@ -378,7 +393,7 @@ class Partition:
             not self.is_leader
             or self.update_in_flight
             or follower.broker_id in self.isr
-            or not self.manager.metadata_cache.is_alive(follower.broker_id)
+            or not self.host.is_alive(follower.broker_id)
             or not self._in_sync(follower)
         ):
             return
@@ -391,14 +406,14 @@ class Partition:
             sorted(new_isr),
         )
         self.pending_isr = new_isr
-        self.manager.submit_isr_change(self, new_isr, expand=True)
+        self.host.submit_isr_change(self, new_isr, expand=True)
 
     def out_of_sync_replicas(self, now: int | None = None) -> set[int]:
         if not self.is_leader or self.update_in_flight or self.log is None:
             return set()
         now = now_ms() if now is None else now
         leo = self.log.log_end_offset
-        max_lag = self.manager.config.replica_lag_time_max_ms
+        max_lag = self.host.replica_lag_time_max_ms
         out = set()
         for replica in self.isr - {self.local_id}:
             follower = self.followers.get(replica)
@@ -427,7 +442,7 @@ class Partition:
             ),
         )
         self.pending_isr = self.isr  # a shrink counts only once written
-        self.manager.submit_isr_change(self, new_isr, expand=False)
+        self.host.submit_isr_change(self, new_isr, expand=False)
 
     def isr_change_written(self, new_isr: frozenset[int], zk_version: int) -> None:
         """The state znode now holds `new_isr` at `zk_version`."""
@@ -435,7 +450,7 @@ class Partition:
         self.pending_isr = None
         self.partition_epoch = zk_version
         self.maybe_increment_high_watermark()
-        self.manager.notify_high_watermark(self)  # acks=all may now fail or complete
+        self.host.notify_high_watermark(self)  # acks=all may now fail or complete
 
     def isr_change_failed(self) -> None:
         """The write lost (the controller changed the state): keep the committed ISR and wait
@@ -510,6 +525,6 @@ class Partition:
         local = self.local_log()
         low = local.log_start_offset
         for follower in self.followers.values():
-            if self.manager.metadata_cache.is_alive(follower.broker_id):
+            if self.host.is_alive(follower.broker_id):
                 low = min(low, follower.log_start_offset)
         return low

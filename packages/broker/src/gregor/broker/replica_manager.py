@@ -16,11 +16,12 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import attrs
 import trio
 
+from gregor.broker.config import BrokerConfig
 from gregor.broker.control_requests import (
     Key,
     leader_and_isr_response,
@@ -29,6 +30,8 @@ from gregor.broker.control_requests import (
     stop_replica_states,
 )
 from gregor.broker.fetcher import FetcherManager
+from gregor.broker.metadata_cache import MetadataCache
+from gregor.broker.metrics import Metrics
 from gregor.broker.partition import Partition, ReadResult, now_ms
 from gregor.broker.purgatory import Purgatory
 from gregor.broker.topic_names import INTERNAL_TOPICS
@@ -51,9 +54,6 @@ from gregor.storage.files import EMPTY_SLICE
 from gregor.storage.log import Log
 from gregor.storage.results import AppendInfo, FetchIsolation
 
-if TYPE_CHECKING:
-    from gregor.broker.server import Broker
-
 log = logging.getLogger(__name__)
 
 # ISR changes are told to the controller in batches: once no change came for this long, or
@@ -65,6 +65,26 @@ ISR_PROPAGATION_CHECK_S = 0.25
 # Told, after each LeaderAndIsr or StopReplica, which partitions this broker now leads and
 # which it no longer leads (followed or stopped): the coordinators load and unload theirs.
 LeadershipListener = Callable[[Sequence[Partition], Sequence[Partition]], None]
+
+
+class ReplicaLogs(Protocol):
+    """Where the partitions' logs come from (gregor-storage's manager, with topic configs)."""
+
+    def open_log(self, topic: str, partition: int, topic_id: uuid.UUID | None) -> Log: ...
+    def delete_log(self, topic: str, partition: int) -> None: ...
+
+
+class IsrStore(Protocol):
+    """Where a leader writes its ISR changes (the partition state znodes) and tells the
+    controller of them (/isr_change_notification)."""
+
+    async def update_leader_and_isr(
+        self, tp: TopicPartition, state: LeaderAndIsr, expected_zk_version: int
+    ) -> int | None: ...
+    async def get_partition_state(
+        self, tp: TopicPartition, watch: bool = False
+    ) -> LeaderAndIsr | None: ...
+    async def propagate_isr_changes(self, partitions: Iterable[TopicPartition]) -> None: ...
 
 
 @attrs.frozen(slots=True)
@@ -132,12 +152,20 @@ class FetchResult:
 
 
 class ReplicaManager:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.config = broker.config
-        self.broker_id = broker.config.broker_id
-        self.metadata_cache = broker.metadata_cache
-        self.metrics = broker.metrics
+    def __init__(
+        self,
+        config: BrokerConfig,
+        metadata_cache: MetadataCache,
+        metrics: Metrics,
+        logs: ReplicaLogs,
+        isr_store: IsrStore,
+    ) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.metadata_cache = metadata_cache
+        self.metrics = metrics
+        self.logs = logs
+        self.isr_store = isr_store
         self.partitions: dict[Key, Partition] = {}
         self.controller_epoch = -1
         self.produce_purgatory = Purgatory("produce")
@@ -194,6 +222,20 @@ class ReplicaManager:
 
     def leader_partition(self, topic: str, partition: int, current_leader_epoch: int = -1) -> Log:
         return self.partition_or_error(topic, partition).local_log(current_leader_epoch)
+
+    def leader_endpoint(self, leader_id: int) -> tuple[str, int] | None:
+        """Where a leader's followers fetch from: its inter-broker listener."""
+        node = self.metadata_cache.node(leader_id, self.config.inter_broker_listener_name)
+        if node is not None:
+            return node.host, node.port
+        return self.leader_endpoints.get(leader_id)
+
+    @property
+    def replica_lag_time_max_ms(self) -> int:
+        return self.config.replica_lag_time_max_ms
+
+    def is_alive(self, broker_id: int) -> bool:
+        return self.metadata_cache.is_alive(broker_id)
 
     def under_replicated_count(self) -> int:
         return sum(1 for p in self.partitions.values() if p.is_under_replicated)
@@ -300,11 +342,10 @@ class ReplicaManager:
 
     def _log_for(self, partition: Partition, topic_ids: Mapping[str, uuid.UUID]) -> Log:
         topic_id = topic_ids.get(partition.topic)
-        return self.broker.log_manager.get_or_create_log(
+        return self.logs.open_log(
             partition.topic,
             partition.partition,
-            topic_id=topic_id if topic_id is not None and topic_id.int else None,
-            config=self.broker.topic_log_config(partition.topic),
+            topic_id if topic_id is not None and topic_id.int else None,
         )
 
     def _make_leader(
@@ -367,7 +408,7 @@ class ReplicaManager:
         self._tell_leadership([], resigned)
         for topic, index in doomed:
             try:
-                self.broker.log_manager.delete_log(topic, index)
+                self.logs.delete_log(topic, index)
             except KafkaError as exc:
                 errors[(topic, index)] = exc.code
         return stop_replica_response(errors.items())
@@ -644,7 +685,7 @@ class ReplicaManager:
             zk_version=version,
         )
         try:
-            written = await self.broker.zk.update_leader_and_isr(tp, state, version)
+            written = await self.isr_store.update_leader_and_isr(tp, state, version)
             if written is None:
                 written = await self._resolve_isr_conflict(partition, tp, state)
         except Exception as exc:
@@ -669,7 +710,7 @@ class ReplicaManager:
     ) -> int | None:
         """Another write won. If it kept us leader in the same epoch (the znode only moved
         version), adopt its ISR and version, and retry once on top of it."""
-        current = await self.broker.zk.get_partition_state(tp)
+        current = await self.isr_store.get_partition_state(tp)
         if (
             current is None
             or current.leader != self.broker_id
@@ -681,7 +722,7 @@ class ReplicaManager:
         partition.isr = frozenset(current.isr)
         partition.partition_epoch = current.zk_version
         retry = attrs.evolve(wanted, zk_version=current.zk_version)
-        return await self.broker.zk.update_leader_and_isr(tp, retry, current.zk_version)
+        return await self.isr_store.update_leader_and_isr(tp, retry, current.zk_version)
 
     async def _propagate_isr_changes(self) -> None:
         while True:
@@ -696,7 +737,7 @@ class ReplicaManager:
                 continue
             changes, self._isr_changes = self._isr_changes, set()
             try:
-                await self.broker.zk.propagate_isr_changes(sorted(changes))
+                await self.isr_store.propagate_isr_changes(sorted(changes))
             except Exception as exc:
                 log.warning("cannot notify the controller of ISR changes: %s", exc)
                 self._isr_changes |= changes

@@ -1,21 +1,19 @@
-"""Broker: one broker process, its services, and their startup and shutdown order.
+"""Broker: one broker process, the wiring of its parts, and their startup and shutdown order.
 
-Handlers reach the services through `ctx.broker`:
+This is the one module that knows every part. Each part gets the narrow interface it uses
+(see docs/architecture.md, "Who may call whom"):
 
-- `config`            the validated BrokerConfig
-- `broker_id`, `cluster_id`, `broker_epoch` (the czxid of our /brokers/ids registration)
-- `controller`        this broker's controller service: it registers the broker in
-                      /brokers/ids (again after a session expiry) and takes part in
-                      controller elections
-- `metadata_cache`    what the controller's UpdateMetadata requests said
-- `replica_manager`   the partitions this broker hosts (logs, leader/follower state)
-- `log_manager`       gregor-storage's LogManager: the log directories and their logs
-- `zk`                the KafkaZkClient (gregor.broker.zk)
-- `metrics`           the in-process metrics
-- `topic_log_config(topic)` a topic's LogConfig (dynamic overrides from /config applied)
-- `socket_server`     the listeners (`socket_server.advertised()`: the endpoints in use)
-- `group_coordinator` the consumer groups of the `__consumer_offsets` partitions led here
-- `internal_topics`   creates `__consumer_offsets` and `__transaction_state` on first use
+- `replica_manager`   the partitions hosted here; it gets its logs from `local_logs`, writes
+                      ISR changes to ZooKeeper, and announces leadership changes to the
+                      listeners connected here (the group coordinator's)
+- `group_coordinator` the consumer groups, on `__consumer_offsets` through a
+                      `ReplicatedTopic` (a log append and a replica lookup)
+- `local_logs`        the log manager and the topic configs (dynamic ones applied)
+- `topic_creator`     internal topics on first use, and auto-created topics
+- `socket_server`     the listeners; each request's handler gets `Services`
+                      (`gregor.broker.services`), never this class
+- the controller service, started once the listeners are bound: it registers the broker in
+  /brokers/ids (again after a session expiry) and takes part in controller elections
 
 Startup, as Kafka's: ZooKeeper session and cluster id; the log directories (recovery runs
 in threads); the listeners are bound; the replica manager starts; requests are served; the
@@ -30,7 +28,6 @@ at any moment loses nothing acknowledged: the next start recovers the logs.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from functools import partial
 
 import trio
@@ -38,14 +35,16 @@ import trio
 from gregor.broker.apis import load_handlers
 from gregor.broker.config import BrokerConfig
 from gregor.broker.controller import Controller, ControllerSettings, controlled_shutdown
-from gregor.broker.controller.admin import NewTopic, TopicAdmin
-from gregor.broker.coordinator.group import broker_group_coordinator
-from gregor.broker.coordinator.internal_topics import InternalTopicCreator
+from gregor.broker.coordinator.group import GroupConfig, GroupCoordinator
+from gregor.broker.local_logs import LocalLogs
 from gregor.broker.metadata_cache import MetadataCache
 from gregor.broker.metrics import Metrics
 from gregor.broker.network import SocketServer
 from gregor.broker.replica_manager import ReplicaManager
-from gregor.broker.topic_names import is_internal
+from gregor.broker.replicated_topic import ReplicatedTopic
+from gregor.broker.services import Services
+from gregor.broker.topic_creation import TopicCreator
+from gregor.broker.topic_names import CONSUMER_OFFSETS
 from gregor.broker.zk import (
     BrokerEndpoint,
     BrokerRegistration,
@@ -53,14 +52,7 @@ from gregor.broker.zk import (
     znodes,
 )
 from gregor.broker.zk.config_changes import ConfigChangeListener
-from gregor.protocol.errors import (
-    ErrorCode,
-    KafkaError,
-    KafkaStorageError,
-    TopicAlreadyExistsError,
-)
-from gregor.storage.config import LogConfig
-from gregor.storage.manager import LogManager
+from gregor.protocol.errors import KafkaStorageError
 
 log = logging.getLogger(__name__)
 
@@ -73,34 +65,53 @@ class Broker:
         self.controller_settings = ControllerSettings.from_config(config)
         self.metrics = Metrics()
         self.metadata_cache = MetadataCache(config.broker_id)
-        self.socket_server = SocketServer(self)
         self.zk = KafkaZkClient(
             config.zookeeper_connect,
             config.zookeeper_session_timeout_ms,
             config.zookeeper_connection_timeout_ms,
         )
-        self.replica_manager = ReplicaManager(self)
-        self.group_coordinator = broker_group_coordinator(self)
-        self.internal_topics = InternalTopicCreator(self)
-        self._log_manager: LogManager | None = None
+        self.local_logs = LocalLogs(config, self.zk)
+        self.replica_manager = ReplicaManager(
+            config, self.metadata_cache, self.metrics, self.local_logs, self.zk
+        )
+        self.group_coordinator = self._group_coordinator()
+        self.topic_creator = TopicCreator(config, self.zk, lambda: self.local_logs.log_defaults)
+        self.services = Services(
+            config=config,
+            metrics=self.metrics,
+            zk=self.zk,
+            metadata_cache=self.metadata_cache,
+            local_logs=self.local_logs,
+            replica_manager=self.replica_manager,
+            group_coordinator=self.group_coordinator,
+            topic_creator=self.topic_creator,
+            controller=lambda: self.controller,
+            cluster_id=lambda: self.cluster_id,
+            broker_epoch=lambda: self.broker_epoch,
+        )
+        self.socket_server = SocketServer(config, self.metrics, self.services)
         self._controller: Controller | None = None
-        self._topic_overrides: dict[str, dict[str, str]] = {}
-        self._topic_configs: dict[str, LogConfig] = {}
-        self.log_defaults = config.log_config
-        self._dynamic_broker_configs: dict[str, dict[str, str]] = {}
         self.config_listener = ConfigChangeListener(self.zk, self._config_changed)
         self._stop = trio.Event()
-        self._nursery: trio.Nursery | None = None
         self.started = trio.Event()
+
+    def _group_coordinator(self) -> GroupCoordinator:
+        """The group coordinator on `__consumer_offsets`, told of leadership changes."""
+
+        async def existing_partitions() -> int:
+            return len(await self.zk.get_partitions_for_topic(CONSUMER_OFFSETS))
+
+        coordinator = GroupCoordinator(
+            self.broker_id,
+            GroupConfig.from_broker(self.config),
+            ReplicatedTopic(self.replica_manager, CONSUMER_OFFSETS),
+            existing_partitions=existing_partitions,
+        )
+        self.replica_manager.leadership_listeners.append(coordinator.on_leadership_change)
+        return coordinator
 
     def __repr__(self) -> str:
         return f"<Broker {self.broker_id}>"
-
-    @property
-    def log_manager(self) -> LogManager:
-        if self._log_manager is None:
-            raise KafkaStorageError("the log manager is not started yet")
-        return self._log_manager
 
     @property
     def controller(self) -> Controller:
@@ -113,96 +124,12 @@ class Broker:
         """The czxid of our registration, -1 before it; it changes with each new session."""
         return self._controller.broker_epoch if self._controller is not None else -1
 
-    # -- topic configs -----------------------------------------------------------------------
-
-    def topic_log_config(self, topic: str) -> LogConfig:
-        """The topic's log settings: the broker's `log.*` defaults and its overrides."""
-        found = self._topic_configs.get(topic)
-        return found if found is not None else self.log_defaults
-
-    def update_topic_config(self, topic: str, overrides: Mapping[str, str]) -> LogConfig:
-        """A topic's overrides changed (/config/topics/T): apply them to its logs."""
-        config = LogConfig.from_properties(overrides, defaults=self.log_defaults)
-        if overrides:
-            self._topic_overrides[topic] = dict(overrides)
-            self._topic_configs[topic] = config
-        else:
-            self._topic_overrides.pop(topic, None)
-            self._topic_configs.pop(topic, None)
-        if self._log_manager is not None:
-            self._log_manager.update_config(topic, config)
-        return config
-
-    def update_dynamic_broker_config(self, dynamic: Mapping[str, str]) -> None:
-        """Dynamic broker settings (/config/brokers): new defaults for every topic."""
-        defaults = LogConfig.from_server_properties({**self.config.properties, **dynamic})
-        if defaults == self.log_defaults:
-            return
-        self.log_defaults = defaults
-        self._topic_configs = {
-            topic: LogConfig.from_properties(overrides, defaults=defaults)
-            for topic, overrides in self._topic_overrides.items()
-        }
-        if self._log_manager is not None:
-            self._log_manager.default_config = defaults
-            for topic in {t for t, _ in self._log_manager.logs}:
-                self._log_manager.update_config(topic, self.topic_log_config(topic))
-        log.info("broker %d: dynamic broker settings %s", self.broker_id, dict(dynamic))
-
     def _config_changed(self, entity_type: str, name: str, config: dict[str, str]) -> None:
-        """A dynamic config (ConfigChangeListener): topics' logs and this broker's defaults."""
-        if entity_type == znodes.CONFIG_TOPICS:
-            self.update_topic_config(name, config)
-        elif entity_type == znodes.CONFIG_BROKERS and name in (
-            str(self.broker_id),
-            znodes.DEFAULT_ENTITY,
-        ):
-            self._dynamic_broker_configs[name] = dict(config)
-            self.update_dynamic_broker_config(
-                {
-                    **self._dynamic_broker_configs.get(znodes.DEFAULT_ENTITY, {}),
-                    **self._dynamic_broker_configs.get(str(self.broker_id), {}),
-                }
-            )
+        """A dynamic config (ConfigChangeListener): the logs' settings, and the controller's
+        (unclean leader election)."""
+        self.local_logs.config_changed(entity_type, name, config)
         if self._controller is not None:
             self._controller.config_changed(entity_type, name, config)
-
-    async def load_topic_configs(self, topics: set[str]) -> None:
-        """Read the overrides of topics about to get their first log here: a new topic's
-        config is written with it, without a change notification."""
-        if topics:
-            found = await self.zk.get_entities_configs(znodes.CONFIG_TOPICS, topics)
-            for topic, overrides in found.items():
-                self.update_topic_config(topic, overrides)
-
-    # -- auto-creation -----------------------------------------------------------------------
-
-    async def auto_create_topics(self, names: list[str]) -> dict[str, int]:
-        """Create topics a Metadata request named (`num.partitions`,
-        `default.replication.factor`), as a ZooKeeper-mode broker does: the assignment znode
-        is written and the controller creates the partitions. The error code to report for
-        each: LEADER_NOT_AVAILABLE while it has no leader yet."""
-        admin = TopicAdmin(
-            self.zk,
-            self.config.num_partitions,
-            self.config.default_replication_factor,
-            self.log_defaults,
-        )
-        out: dict[str, int] = {}
-        for name in names:
-            try:
-                if is_internal(name):
-                    await self.internal_topics.create(name)  # with their own settings
-                else:
-                    await admin.create_topic(NewTopic(name), validate_only=False)
-            except TopicAlreadyExistsError:
-                pass
-            except KafkaError as exc:
-                log.info("cannot auto-create topic %s: %s", name, exc)
-                out[name] = exc.code
-                continue
-            out[name] = ErrorCode.LEADER_NOT_AVAILABLE
-        return out
 
     # -- running -----------------------------------------------------------------------------
 
@@ -229,19 +156,12 @@ class Broker:
             self.cluster_id = await self.zk.create_or_get_cluster_id(znodes.new_cluster_id())
             log.info("broker %d: cluster id %s", self.broker_id, self.cluster_id)
             async with trio.open_nursery() as nursery:
-                self._nursery = nursery
                 # Every topic's and broker's dynamic config first: logs open with them.
                 await nursery.start(self.config_listener.run)
-                self._log_manager = await trio.to_thread.run_sync(
-                    partial(
-                        LogManager.open,
-                        config.log_manager_config,
-                        self.log_defaults,
-                        cluster_id=self.cluster_id,
-                        topic_config=self.topic_log_config,
-                    )
+                log_manager = await trio.to_thread.run_sync(
+                    partial(self.local_logs.open_manager, self.cluster_id)
                 )
-                await nursery.start(self.log_manager.run)
+                await nursery.start(log_manager.run)
                 await self.socket_server.bind()
                 await nursery.start(self.replica_manager.run)
                 await nursery.start(self.group_coordinator.run)
@@ -250,7 +170,7 @@ class Broker:
                     self.zk, self.controller_settings, self.registration()
                 )
                 await nursery.start(self._controller.run)
-                for entity, dynamic in self._dynamic_broker_configs.items():
+                for entity, dynamic in self.local_logs.dynamic_broker_configs.items():
                     self._controller.config_changed(znodes.CONFIG_BROKERS, entity, dynamic)
                 if config.metrics_log_interval_ms > 0:
                     nursery.start_soon(

@@ -30,13 +30,13 @@ from gregor.broker.zk.znodes import NO_LEADER, LeaderAndIsr, TopicPartition
 from gregor.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
-    from gregor.broker.controller.controller import Controller
+    from gregor.broker.controller.core import ControllerCore
 
 log = logging.getLogger(__name__)
 
 
 class LeaderElections:
-    def __init__(self, controller: Controller) -> None:
+    def __init__(self, controller: ControllerCore) -> None:
         self.controller = controller
 
     async def on_replica_election(

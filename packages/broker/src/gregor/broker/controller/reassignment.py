@@ -38,13 +38,13 @@ from gregor.broker.zk.znodes import LeaderAndIsr, ReplicaAssignment, TopicPartit
 from gregor.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from gregor.broker.controller.controller import Controller
+    from gregor.broker.controller.core import ControllerCore
 
 log = logging.getLogger(__name__)
 
 
 class Reassignments:
-    def __init__(self, controller: Controller) -> None:
+    def __init__(self, controller: ControllerCore) -> None:
         self.controller = controller
         self._watched: set[TopicPartition] = set()
 

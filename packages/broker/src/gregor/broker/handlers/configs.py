@@ -56,7 +56,7 @@ from gregor.storage.config import SERVER_SYNONYMS, TOPIC_SETTINGS, LogConfig
 from gregor.storage.settings import ConfigType, Setting
 
 if TYPE_CHECKING:
-    from gregor.broker.server import Broker
+    from gregor.broker.services import Services
 
 # ConfigResource types, DescribeConfigs sources and config operations, with Kafka's ids. The
 # settings' types, defaults and docs are declared with them (gregor.storage.config for
@@ -86,18 +86,18 @@ def config_error(resource_type: int, name: str, exc: Exception) -> InvalidConfig
 # -- describing -------------------------------------------------------------------------------
 
 
-async def dynamic_broker_configs(broker: Broker) -> tuple[dict[str, str], dict[str, str]]:
+async def dynamic_broker_configs(services: Services) -> tuple[dict[str, str], dict[str, str]]:
     """(this broker's dynamic settings, the cluster-wide dynamic defaults)."""
-    found = await broker.zk.get_entities_configs(
-        znodes.CONFIG_BROKERS, [str(broker.broker_id), znodes.DEFAULT_ENTITY]
+    found = await services.zk.get_entities_configs(
+        znodes.CONFIG_BROKERS, [str(services.broker_id), znodes.DEFAULT_ENTITY]
     )
-    return found[str(broker.broker_id)], found[znodes.DEFAULT_ENTITY]
+    return found[str(services.broker_id)], found[znodes.DEFAULT_ENTITY]
 
 
 def _broker_synonyms(
-    broker: Broker, names: list[str], own: Mapping[str, str], default: Mapping[str, str]
+    services: Services, names: list[str], own: Mapping[str, str], default: Mapping[str, str]
 ) -> list[tuple[str, str | None, int]]:
-    static = broker.config.properties
+    static = services.config.properties
     out: list[tuple[str, str | None, int]] = []
     for name in names:
         if name in own:
@@ -110,19 +110,19 @@ def _broker_synonyms(
 
 
 def describe_topic(
-    broker: Broker,
+    services: Services,
     overrides: Mapping[str, str],
     own: Mapping[str, str] | None = None,
     default: Mapping[str, str] | None = None,
 ) -> list[ConfigEntry]:
     """Every setting of a topic with these overrides, with its source and synonyms."""
     own, default = own or {}, default or {}
-    defaults = LogConfig.from_server_properties({**broker.config.properties, **default, **own})
+    defaults = LogConfig.from_server_properties({**services.config.properties, **default, **own})
     values = LogConfig.from_properties(overrides, defaults=defaults).to_properties()
     entries = []
     for name, value in sorted(values.items()):
         server_names = [key for key, _ in SERVER_SYNONYMS.get(name, ())]
-        synonyms = _broker_synonyms(broker, server_names, own, default)
+        synonyms = _broker_synonyms(services, server_names, own, default)
         if name in overrides:
             synonyms.insert(0, (name, value, TOPIC_CONFIG))
         elif server_names and not synonyms:
@@ -135,20 +135,20 @@ def describe_topic(
 
 
 def describe_broker(
-    broker: Broker, own: Mapping[str, str], default: Mapping[str, str], per_broker: bool
+    services: Services, own: Mapping[str, str], default: Mapping[str, str], per_broker: bool
 ) -> list[ConfigEntry]:
     """This broker's settings (`per_broker`), or the cluster-wide dynamic defaults only."""
     values: dict[str, tuple[str | None, bool]] = {
-        name: (value, is_default) for name, value, is_default in broker.config.describe()
+        name: (value, is_default) for name, value, is_default in services.config.describe()
     }
-    log_defaults = broker.config.log_config.to_properties()
+    log_defaults = services.config.log_config.to_properties()
     for topic_key, server_keys in SERVER_SYNONYMS.items():
         server_key = server_keys[0][0]
-        given = broker.config.properties.get(server_key)
+        given = services.config.properties.get(server_key)
         values.setdefault(server_key, (given or log_defaults.get(topic_key), given is None))
     entries = []
     for name, (value, _is_default) in sorted(values.items()):
-        synonyms = _broker_synonyms(broker, [name], own, default)
+        synonyms = _broker_synonyms(services, [name], own, default)
         if not per_broker:
             synonyms = [s for s in synonyms if s[2] == DYNAMIC_DEFAULT_BROKER]
             if not synonyms:
@@ -192,16 +192,16 @@ def _result_entry(
 async def describe_configs(
     ctx: RequestContext, request: DescribeConfigsRequest, version: int
 ) -> DescribeConfigsResponse:
-    broker = ctx.broker
+    services = ctx.services
     response = DescribeConfigsResponse()
-    own, default = await dynamic_broker_configs(broker)
+    own, default = await dynamic_broker_configs(services)
     for resource in request.resources:
         result = DescribeConfigsResult(
             resource_type=resource.resource_type, resource_name=resource.resource_name
         )
         try:
             entries = await _describe(
-                broker, resource.resource_type, resource.resource_name, own, default
+                services, resource.resource_type, resource.resource_name, own, default
             )
         except KafkaError as exc:
             result.error_code, result.error_message = exc.code, str(exc)
@@ -222,7 +222,7 @@ async def describe_configs(
 
 
 async def _describe(
-    broker: Broker,
+    services: Services,
     resource_type: int,
     name: str,
     own: Mapping[str, str],
@@ -230,19 +230,19 @@ async def _describe(
 ) -> list[ConfigEntry] | None:
     if resource_type == TOPIC:
         validate_topic_name(name)
-        if not broker.metadata_cache.contains_topic(name):
+        if not services.metadata_cache.contains_topic(name):
             return None
-        overrides = await broker.zk.get_entity_configs(znodes.CONFIG_TOPICS, name)
-        return describe_topic(broker, overrides, own, default)
+        overrides = await services.zk.get_entity_configs(znodes.CONFIG_TOPICS, name)
+        return describe_topic(services, overrides, own, default)
     if resource_type == BROKER:
         if not name:
-            return describe_broker(broker, own, default, per_broker=False)
-        if _broker_id(name) != broker.broker_id:
+            return describe_broker(services, own, default, per_broker=False)
+        if _broker_id(name) != services.broker_id:
             raise InvalidRequestError(
-                f"Unexpected broker id, expected {broker.broker_id} or empty string, "
+                f"Unexpected broker id, expected {services.broker_id} or empty string, "
                 f"but received {name}"
             )
-        return describe_broker(broker, own, default, per_broker=True)
+        return describe_broker(services, own, default, per_broker=True)
     if resource_type == BROKER_LOGGER:
         raise InvalidRequestError("BROKER_LOGGER resources are not supported")
     raise InvalidRequestError(f"Unsupported resource type: {resource_type}")
@@ -259,33 +259,33 @@ def _broker_id(name: str) -> int:
 
 
 async def _alter_topic(
-    broker: Broker, name: str, config: dict[str, str], validate_only: bool
+    services: Services, name: str, config: dict[str, str], validate_only: bool
 ) -> None:
     if not name:
         raise InvalidRequestError("Default topic resources are not allowed.")
     validate_topic_name(name)
-    if not broker.metadata_cache.contains_topic(name):
+    if not services.metadata_cache.contains_topic(name):
         raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
     try:
-        LogConfig.from_properties(config, defaults=broker.config.log_config)
+        LogConfig.from_properties(config, defaults=services.config.log_config)
     except InvalidConfigError as exc:
         raise config_error(TOPIC, name, exc) from exc
     if not validate_only:
-        await broker.zk.change_entity_config(znodes.CONFIG_TOPICS, name, config)
+        await services.zk.change_entity_config(znodes.CONFIG_TOPICS, name, config)
 
 
-def _broker_entity(broker: Broker, name: str) -> str:
+def _broker_entity(services: Services, name: str) -> str:
     if not name:
         return znodes.DEFAULT_ENTITY
-    if _broker_id(name) != broker.broker_id:
+    if _broker_id(name) != services.broker_id:
         raise InvalidRequestError(
-            f"Unexpected broker id, expected {broker.broker_id}, but received {name}"
+            f"Unexpected broker id, expected {services.broker_id}, but received {name}"
         )
     return name
 
 
 async def _alter_broker(
-    broker: Broker, entity: str, config: dict[str, str], validate_only: bool
+    services: Services, entity: str, config: dict[str, str], validate_only: bool
 ) -> None:
     static = set(config) - DYNAMIC_BROKER_CONFIGS
     if static:
@@ -293,11 +293,11 @@ async def _alter_broker(
             BROKER, entity, ValueError(f"Cannot update these configs dynamically: {sorted(static)}")
         )
     try:
-        LogConfig.from_server_properties({**broker.config.properties, **config})
+        LogConfig.from_server_properties({**services.config.properties, **config})
     except InvalidConfigError as exc:
         raise config_error(BROKER, entity, exc) from exc
     if not validate_only:
-        await broker.zk.change_entity_config(znodes.CONFIG_BROKERS, entity, config)
+        await services.zk.change_entity_config(znodes.CONFIG_BROKERS, entity, config)
 
 
 R = TypeVar("R", AlterConfigsResourceResponse, IncrementalResult)
@@ -327,12 +327,12 @@ async def _per_resource(
 async def alter_configs(
     ctx: RequestContext, request: AlterConfigsRequest, version: int
 ) -> AlterConfigsResponse:
-    broker = ctx.broker
+    services = ctx.services
 
     async def alter(resource: AlterConfigsResource) -> None:
         config = {c.name: c.value for c in resource.configs if c.value is not None}
         await _alter(
-            broker, resource.resource_type, resource.resource_name, config, request.validate_only
+            services, resource.resource_type, resource.resource_name, config, request.validate_only
         )
 
     results = await _per_resource(request.resources, AlterConfigsResourceResponse, alter)
@@ -340,12 +340,12 @@ async def alter_configs(
 
 
 async def _alter(
-    broker: Broker, resource_type: int, name: str, config: dict[str, str], validate_only: bool
+    services: Services, resource_type: int, name: str, config: dict[str, str], validate_only: bool
 ) -> None:
     if resource_type == TOPIC:
-        await _alter_topic(broker, name, config, validate_only)
+        await _alter_topic(services, name, config, validate_only)
     elif resource_type == BROKER:
-        await _alter_broker(broker, _broker_entity(broker, name), config, validate_only)
+        await _alter_broker(services, _broker_entity(services, name), config, validate_only)
     else:
         raise InvalidRequestError(
             f"AlterConfigs is only supported for topics and brokers, but resource type is "
@@ -357,16 +357,18 @@ async def _alter(
 async def incremental_alter_configs(
     ctx: RequestContext, request: IncrementalAlterConfigsRequest, version: int
 ) -> IncrementalAlterConfigsResponse:
-    broker = ctx.broker
+    services = ctx.services
 
     async def alter(resource: IncrementalResource) -> None:
-        await _incremental(broker, resource, request.validate_only)
+        await _incremental(services, resource, request.validate_only)
 
     results = await _per_resource(request.resources, IncrementalResult, alter)
     return IncrementalAlterConfigsResponse(responses=results)
 
 
-async def _incremental(broker: Broker, resource: IncrementalResource, validate_only: bool) -> None:
+async def _incremental(
+    services: Services, resource: IncrementalResource, validate_only: bool
+) -> None:
     kind, name, ops = resource.resource_type, resource.resource_name, resource.configs
     keys = [op.name for op in ops]
     if len(set(keys)) != len(keys):
@@ -374,12 +376,14 @@ async def _incremental(broker: Broker, resource: IncrementalResource, validate_o
     if kind == TOPIC:
         if not name:
             raise InvalidRequestError("Default topic resources are not allowed.")
-        current = await broker.zk.get_entity_configs(znodes.CONFIG_TOPICS, name)
-        defaults = LogConfig.from_properties({}, defaults=broker.config.log_config).to_properties()
+        current = await services.zk.get_entity_configs(znodes.CONFIG_TOPICS, name)
+        defaults = LogConfig.from_properties(
+            {}, defaults=services.config.log_config
+        ).to_properties()
         declarations = TOPIC_SETTINGS
     elif kind == BROKER:
-        entity = _broker_entity(broker, name)
-        current = await broker.zk.get_entity_configs(znodes.CONFIG_BROKERS, entity)
+        entity = _broker_entity(services, name)
+        current = await services.zk.get_entity_configs(znodes.CONFIG_BROKERS, entity)
         defaults = {}
         declarations = {k: SERVER_SETTINGS[k] for k in DYNAMIC_BROKER_CONFIGS}
     else:
@@ -413,9 +417,9 @@ async def _incremental(broker: Broker, resource: IncrementalResource, validate_o
         else:
             raise InvalidRequestError(f"Unknown config operation {op.config_operation}")
     if kind == TOPIC:
-        await _alter_topic(broker, name, config, validate_only)
+        await _alter_topic(services, name, config, validate_only)
     else:
-        await _alter_broker(broker, _broker_entity(broker, name), config, validate_only)
+        await _alter_broker(services, _broker_entity(services, name), config, validate_only)
 
 
 def _items(text: str) -> list[str]:

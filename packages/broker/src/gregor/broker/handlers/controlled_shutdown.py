@@ -24,7 +24,7 @@ async def controlled_shutdown(
 ) -> ControlledShutdownResponse:
     epoch = request.broker_epoch if version >= 2 else UNKNOWN_BROKER_EPOCH
     try:
-        remaining = await ctx.broker.controller.controlled_shutdown(request.broker_id, epoch)
+        remaining = await ctx.services.controller.controlled_shutdown(request.broker_id, epoch)
     except KafkaError as exc:
         return ControlledShutdownResponse(error_code=exc.code)
     return ControlledShutdownResponse(

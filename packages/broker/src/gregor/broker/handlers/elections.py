@@ -27,8 +27,8 @@ from gregor.protocol.errors import ErrorCode
 async def elect_leaders(
     ctx: RequestContext, request: ElectLeadersRequest, version: int
 ) -> ElectLeadersResponse:
-    broker = ctx.broker
-    cache = broker.metadata_cache
+    services = ctx.services
+    cache = services.metadata_cache
     if request.topic_partitions is None:
         partitions = {
             TopicPartition(topic, p)
@@ -43,7 +43,7 @@ async def elect_leaders(
         election_type = ElectionType(request.election_type)
     except ValueError:
         return ElectLeadersResponse(error_code=ErrorCode.INVALID_REQUEST)
-    results = await broker.controller.elect_leaders(partitions, election_type)
+    results = await services.controller.elect_leaders(partitions, election_type)
     elected = {tp: leader for tp, leader in results.items() if isinstance(leader, int)}
 
     def shown() -> bool:

@@ -32,7 +32,7 @@ READ_COMMITTED = 1
 async def fetch(ctx: RequestContext, request: FetchRequest, version: int) -> FetchResponse | Later:
     if version >= 7 and request.session_epoch > 0:
         return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
-    config = ctx.broker.config
+    config = ctx.services.config
     from_follower = request.replica_id >= 0
     max_bytes = request.max_bytes if version >= 3 else INT32_MAX
     cap = config.replica_fetch_response_max_bytes if from_follower else config.fetch_max_bytes
@@ -62,7 +62,7 @@ async def fetch(ctx: RequestContext, request: FetchRequest, version: int) -> Fet
         for topic in request.topics
         for p in topic.partitions
     ]
-    manager = ctx.broker.replica_manager
+    manager = ctx.services.replica_manager
     results = manager.fetch_now(params, wanted)
     if results is None:
         # A long poll: the connection's next requests are handled meanwhile.
@@ -94,7 +94,7 @@ def _response(
             response.responses.append(entry)
         entry.partitions.append(data)
     if not from_follower:
-        ctx.broker.metrics.bytes_out.mark(sent)
+        ctx.services.metrics.bytes_out.mark(sent)
     return response
 
 
@@ -126,7 +126,7 @@ def _partition_data(
     if not info.records.length:
         return data
     if not follower and version < 10:
-        topic_config = ctx.broker.topic_log_config(asked.topic)
+        topic_config = ctx.services.local_logs.topic_log_config(asked.topic)
         if topic_config.compression_type == "zstd":
             return _error(asked, UnsupportedCompressionTypeError.code)
     if version <= 3 and not follower:

@@ -1,7 +1,7 @@
 """The consumer group APIs: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
 OffsetFetch, OffsetDelete, ListGroups, DescribeGroups and DeleteGroups.
 
-Each turns the request into a call of the group coordinator (`ctx.broker.group_coordinator`)
+Each turns the request into a call of the group coordinator (`ctx.services.group_coordinator`)
 and its answer into the response of the request's version, with Kafka's conversions:
 JoinGroup v0 has no rebalance timeout (the session timeout serves), LeaveGroup before v3
 names one member and answers with one error, OffsetFetch before v8 asks for one group,
@@ -119,7 +119,7 @@ async def join_group(
         reason=request.reason,
     )
     reply: Reply[JoinResult] = Reply()
-    ctx.broker.group_coordinator.handle_join_group(join, reply)
+    ctx.services.group_coordinator.handle_join_group(join, reply)
     result = await reply.wait()
     protocol_name = result.protocol_name
     # Before v7 the protocol name is not nullable; from v7 an empty one is sent as null.
@@ -149,7 +149,7 @@ async def sync_group(
     if version >= 5 and (request.protocol_type is None or request.protocol_name is None):
         return SyncGroupResponse(error_code=ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
     reply: Reply[SyncResult] = Reply()
-    ctx.broker.group_coordinator.handle_sync_group(
+    ctx.services.group_coordinator.handle_sync_group(
         request.group_id,
         request.generation_id,
         request.member_id,
@@ -172,7 +172,7 @@ async def sync_group(
 async def heartbeat(
     ctx: RequestContext, request: HeartbeatRequest, version: int
 ) -> HeartbeatResponse:
-    error = ctx.broker.group_coordinator.handle_heartbeat(
+    error = ctx.services.group_coordinator.handle_heartbeat(
         request.group_id, request.member_id, request.group_instance_id, request.generation_id
     )
     return HeartbeatResponse(error_code=error)
@@ -187,7 +187,7 @@ async def leave_group(
         leaving = [(request.member_id, None, None)]
     else:
         leaving = [(m.member_id, m.group_instance_id, m.reason) for m in request.members]
-    result = ctx.broker.group_coordinator.handle_leave_group(request.group_id, leaving)
+    result = ctx.services.group_coordinator.handle_leave_group(request.group_id, leaving)
     if version < 3:
         # One member, one error: the group's, else the member's.
         error = result.error
@@ -207,7 +207,7 @@ def _known_partitions(
     ctx: RequestContext, requested: Iterable[TopicPartition]
 ) -> tuple[list[TopicPartition], dict[TopicPartition, int]]:
     """The partitions the cluster has, and UNKNOWN_TOPIC_OR_PARTITION for the others."""
-    cache = ctx.broker.metadata_cache
+    cache = ctx.services.metadata_cache
     known: list[TopicPartition] = []
     unknown: dict[TopicPartition, int] = {}
     for tp in requested:
@@ -253,7 +253,7 @@ async def offset_commit(
         )
     elif known:
         reply: Reply[dict[TopicPartition, int]] = Reply()
-        ctx.broker.group_coordinator.offsets.commit(
+        ctx.services.group_coordinator.offsets.commit(
             request.group_id,
             request.member_id,
             request.group_instance_id,
@@ -276,14 +276,16 @@ async def offset_commit(
 async def _commit_to_zookeeper(
     ctx: RequestContext, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]
 ) -> dict[TopicPartition, int]:
-    limit = ctx.broker.config.offset_metadata_max_bytes
+    limit = ctx.services.config.offset_metadata_max_bytes
     errors: dict[TopicPartition, int] = {}
     for (topic, partition), offset in offsets.items():
         if java_length(offset.metadata) > limit:
             errors[(topic, partition)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
             continue
         try:
-            await zk_offsets.commit_offset(ctx.broker.zk, group_id, topic, partition, offset.offset)
+            await zk_offsets.commit_offset(
+                ctx.services.zk, group_id, topic, partition, offset.offset
+            )
         except Exception as exc:
             log.warning("OffsetCommit v0 of group %s to ZooKeeper failed: %s", group_id, exc)
             errors[(topic, partition)] = ErrorCode.UNKNOWN_SERVER_ERROR
@@ -298,7 +300,7 @@ async def offset_fetch(
 ) -> OffsetFetchResponse:
     if version == 0:
         return await _fetch_from_zookeeper(ctx, request)
-    coordinator = ctx.broker.group_coordinator
+    coordinator = ctx.services.group_coordinator
     if version < 8:
         partitions = (
             None
@@ -362,7 +364,7 @@ def _old_partition(index: int, found: FetchedOffset) -> OffsetFetchResponseParti
 async def _fetch_from_zookeeper(
     ctx: RequestContext, request: OffsetFetchRequest
 ) -> OffsetFetchResponse:
-    cache = ctx.broker.metadata_cache
+    cache = ctx.services.metadata_cache
     topics = []
     for topic in request.topics or ():
         answers = []
@@ -371,7 +373,7 @@ async def _fetch_from_zookeeper(
             if cache.partition(topic.name, index) is not None:
                 try:
                     offset = await zk_offsets.fetch_offset(
-                        ctx.broker.zk, request.group_id, topic.name, index
+                        ctx.services.zk, request.group_id, topic.name, index
                     )
                 except Exception as exc:
                     log.warning("OffsetFetch v0 of group %s failed: %s", request.group_id, exc)
@@ -390,7 +392,7 @@ async def offset_delete(
 ) -> OffsetDeleteResponse:
     requested = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     known, errors = _known_partitions(ctx, requested)
-    error, results = ctx.broker.group_coordinator.offsets.delete(request.group_id, known)
+    error, results = ctx.services.group_coordinator.offsets.delete(request.group_id, known)
     if error != ErrorCode.NONE:
         return OffsetDeleteResponse(error_code=error)
     errors.update(results)
@@ -411,7 +413,7 @@ async def offset_delete(
 async def list_groups(
     ctx: RequestContext, request: ListGroupsRequest, version: int
 ) -> ListGroupsResponse:
-    error, groups = ctx.broker.group_coordinator.admin.list_groups(
+    error, groups = ctx.services.group_coordinator.admin.list_groups(
         request.states_filter, request.types_filter
     )
     return ListGroupsResponse(
@@ -424,7 +426,7 @@ async def list_groups(
 async def describe_groups(
     ctx: RequestContext, request: DescribeGroupsRequest, version: int
 ) -> DescribeGroupsResponse:
-    coordinator = ctx.broker.group_coordinator
+    coordinator = ctx.services.group_coordinator
     described = []
     for group_id in request.groups:
         summary = coordinator.admin.describe_group(group_id)
@@ -461,7 +463,7 @@ async def describe_groups(
 async def delete_groups(
     ctx: RequestContext, request: DeleteGroupsRequest, version: int
 ) -> DeleteGroupsResponse:
-    results = ctx.broker.group_coordinator.admin.delete_groups(request.groups_names)
+    results = ctx.services.group_coordinator.admin.delete_groups(request.groups_names)
     return DeleteGroupsResponse(
         results=[DeletableGroupResult(group_id, error) for group_id, error in results.items()]
     )

@@ -26,12 +26,12 @@ BROKERS_ENDPOINT_TYPE = 1
 
 @handles(ApiKey.METADATA, "0-12")
 async def metadata(ctx: RequestContext, request: MetadataRequest, version: int) -> MetadataResponse:
-    broker = ctx.broker
-    cache = broker.metadata_cache
+    services = ctx.services
+    cache = services.metadata_cache
     listener = ctx.listener
     response = MetadataResponse(
         brokers=cache.brokers_metadata(listener),
-        cluster_id=broker.cluster_id or None,
+        cluster_id=services.cluster_id or None,
         controller_id=cache.controller_id,
     )
     if version >= 8 and version <= 10 and request.include_cluster_authorized_operations:
@@ -45,7 +45,7 @@ async def metadata(ctx: RequestContext, request: MetadataRequest, version: int) 
     else:
         names, unknown_ids = _requested_names(ctx, request)
     allow_create = (version < 4 or request.allow_auto_topic_creation) and (
-        broker.config.auto_create_topics_enable
+        services.config.auto_create_topics_enable
     )
     missing = [n for n in names if not cache.contains_topic(n)]
     errors: dict[str, int] = {}
@@ -61,7 +61,7 @@ async def metadata(ctx: RequestContext, request: MetadataRequest, version: int) 
         else:
             errors[name] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     if creatable:
-        errors.update(await broker.auto_create_topics(creatable))
+        errors.update(await services.topic_creator.auto_create(creatable))
 
     for name in names:
         partitions = cache.partitions_metadata(
@@ -104,7 +104,7 @@ def _requested_names(
             if topic.name not in names:
                 names.append(topic.name)
             continue
-        name = ctx.broker.metadata_cache.topic_name(topic.topic_id)
+        name = ctx.services.metadata_cache.topic_name(topic.topic_id)
         if name is None or topic.topic_id == ZERO_UUID:
             unknown.append(
                 MetadataResponseTopic(
@@ -126,9 +126,9 @@ async def describe_cluster(
             error_message="this ZooKeeper-mode cluster has no controller endpoints to describe",
             endpoint_type=request.endpoint_type,
         )
-    cache = ctx.broker.metadata_cache
+    cache = ctx.services.metadata_cache
     return DescribeClusterResponse(
-        cluster_id=ctx.broker.cluster_id,
+        cluster_id=ctx.services.cluster_id,
         controller_id=cache.controller_id,
         brokers=[
             DescribeClusterBroker(node.id, node.host, node.port, node.rack)

@@ -43,7 +43,7 @@ _TIMESTAMP_SINCE = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL_TIMESTAMP: 8, LATEST_TIERED
 async def list_offsets(
     ctx: RequestContext, request: ListOffsetsRequest, version: int
 ) -> ListOffsetsResponse:
-    manager = ctx.broker.replica_manager
+    manager = ctx.services.replica_manager
     if request.replica_id >= 0:
         isolation: FetchIsolation | None = None  # a follower: up to the log end
     elif version >= 2 and request.isolation_level == READ_COMMITTED:
@@ -85,7 +85,7 @@ async def list_offsets(
 async def offset_for_leader_epoch(
     ctx: RequestContext, request: OffsetForLeaderEpochRequest, version: int
 ) -> OffsetForLeaderEpochResponse:
-    manager = ctx.broker.replica_manager
+    manager = ctx.services.replica_manager
     response = OffsetForLeaderEpochResponse()
     for topic in request.topics:
         answers = []
@@ -114,7 +114,7 @@ async def delete_records(
     for topic in request.topics:
         for asked in topic.partitions:
             offsets[(topic.name, asked.partition_index)] = asked.offset
-    results = await ctx.broker.replica_manager.delete_records(offsets, request.timeout_ms)
+    results = await ctx.services.replica_manager.delete_records(offsets, request.timeout_ms)
     by_topic: dict[str, list[DeleteRecordsPartitionResult]] = {}
     for (name, index), (error, low) in results.items():
         by_topic.setdefault(name, []).append(DeleteRecordsPartitionResult(index, low, error))

@@ -86,7 +86,7 @@ async def produce(
             key: ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS) for key in [*entries, *invalid]
         }
     else:
-        appended = ctx.broker.replica_manager.append(entries, request.acks)
+        appended = ctx.services.replica_manager.append(entries, request.acks)
         appended.results.update(invalid)
         if appended.waiting:
             # acks=all: the appends are done; the answer waits for the ISR, in its turn.

@@ -33,7 +33,7 @@ async def alter_partition_reassignments(
         for t in request.topics
         for p in t.partitions
     }
-    outcome = await ctx.broker.controller.alter_partition_reassignments(wanted)
+    outcome = await ctx.services.controller.alter_partition_reassignments(wanted)
     if isinstance(outcome, ApiError):
         return AlterPartitionReassignmentsResponse(
             error_code=outcome.code, error_message=outcome.message
@@ -57,7 +57,7 @@ async def list_partition_reassignments(
         if request.topics is None
         else {TopicPartition(t.name, p) for t in request.topics for p in t.partition_indexes}
     )
-    outcome = await ctx.broker.controller.list_partition_reassignments(partitions)
+    outcome = await ctx.services.controller.list_partition_reassignments(partitions)
     if isinstance(outcome, ApiError):
         return ListPartitionReassignmentsResponse(
             error_code=outcome.code, error_message=outcome.message

@@ -23,13 +23,13 @@ UNKNOWN_BROKER_EPOCH = -1
 
 def broker_epoch_is_stale(ctx: RequestContext, request_epoch: int) -> bool:
     # A newer epoch than ours can arrive when the controller saw our re-registration first.
-    stale = request_epoch != UNKNOWN_BROKER_EPOCH and request_epoch < ctx.broker.broker_epoch
+    stale = request_epoch != UNKNOWN_BROKER_EPOCH and request_epoch < ctx.services.broker_epoch
     if stale:
         log.info(
             "ignoring %s with broker epoch %d: ours is %d",
             api_name(ctx.api_key),
             request_epoch,
-            ctx.broker.broker_epoch,
+            ctx.services.broker_epoch,
         )
     return stale
 
@@ -40,12 +40,11 @@ async def leader_and_isr(
 ) -> LeaderAndIsrResponse:
     if broker_epoch_is_stale(ctx, request.broker_epoch):
         return LeaderAndIsrResponse(error_code=ErrorCode.STALE_BROKER_EPOCH)
-    broker = ctx.broker
-    hosted = {topic for topic, _ in broker.log_manager.logs}
+    services = ctx.services
     named = {s.topic_name for s in request.ungrouped_partition_states}
     named |= {t.topic_name for t in request.topic_states}
-    await broker.load_topic_configs(named - hosted)
-    return broker.replica_manager.become_leader_or_follower(request, version)
+    await services.local_logs.load_new_topic_configs(named)
+    return services.replica_manager.become_leader_or_follower(request, version)
 
 
 @handles(ApiKey.UPDATE_METADATA, "0-8")
@@ -54,7 +53,7 @@ async def update_metadata(
 ) -> UpdateMetadataResponse:
     if broker_epoch_is_stale(ctx, request.broker_epoch):
         return UpdateMetadataResponse(error_code=ErrorCode.STALE_BROKER_EPOCH)
-    return UpdateMetadataResponse(error_code=ctx.broker.replica_manager.update_metadata(request))
+    return UpdateMetadataResponse(error_code=ctx.services.replica_manager.update_metadata(request))
 
 
 @handles(ApiKey.STOP_REPLICA, "0-4")
@@ -63,4 +62,4 @@ async def stop_replica(
 ) -> StopReplicaResponse:
     if broker_epoch_is_stale(ctx, request.broker_epoch):
         return StopReplicaResponse(error_code=ErrorCode.STALE_BROKER_EPOCH)
-    return ctx.broker.replica_manager.stop_replicas(request, version)
+    return ctx.services.replica_manager.stop_replicas(request, version)

@@ -37,18 +37,20 @@ from gregor.protocol.apis.delete_topics import (
 from gregor.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
-    from gregor.broker.server import Broker
+    from gregor.broker.services import Services
 
 
-def topic_admin(broker: Broker) -> TopicAdmin:
-    config = broker.config
+def topic_admin(services: Services) -> TopicAdmin:
+    config = services.config
     return TopicAdmin(
-        broker.zk, config.num_partitions, config.default_replication_factor, config.log_config
+        services.zk, config.num_partitions, config.default_replication_factor, config.log_config
     )
 
 
-def missing_leaders(broker: Broker, partitions: Iterable[tuple[str, int]]) -> set[tuple[str, int]]:
-    cache = broker.metadata_cache
+def missing_leaders(
+    services: Services, partitions: Iterable[tuple[str, int]]
+) -> set[tuple[str, int]]:
+    cache = services.metadata_cache
     missing = set()
     for topic, index in partitions:
         state = cache.partition(topic, index)
@@ -58,13 +60,13 @@ def missing_leaders(broker: Broker, partitions: Iterable[tuple[str, int]]) -> se
 
 
 async def await_leaders(
-    broker: Broker, partitions: set[tuple[str, int]], timeout_ms: int
+    services: Services, partitions: set[tuple[str, int]], timeout_ms: int
 ) -> set[str]:
     """Wait for every partition to have a leader; the topics still missing one."""
-    await broker.metadata_cache.wait_until(
-        lambda: not missing_leaders(broker, partitions), timeout_ms
+    await services.metadata_cache.wait_until(
+        lambda: not missing_leaders(services, partitions), timeout_ms
     )
-    return {topic for topic, _ in missing_leaders(broker, partitions)}
+    return {topic for topic, _ in missing_leaders(services, partitions)}
 
 
 class _Result(Protocol):
@@ -73,9 +75,9 @@ class _Result(Protocol):
     error_message: str | None
 
 
-def _answered_not_controller(broker: Broker, results: Sequence[_Result]) -> bool:
+def _answered_not_controller(services: Services, results: Sequence[_Result]) -> bool:
     """Unless this broker is the controller, every result is NOT_CONTROLLER (True)."""
-    if broker.controller.is_active:
+    if services.controller.is_active:
         return False
     for result in results:
         result.error_code = ErrorCode.NOT_CONTROLLER
@@ -83,11 +85,11 @@ def _answered_not_controller(broker: Broker, results: Sequence[_Result]) -> bool
 
 
 async def _await_done(
-    broker: Broker, done: Sequence[_Result], partitions: set[tuple[str, int]], timeout_ms: int
+    services: Services, done: Sequence[_Result], partitions: set[tuple[str, int]], timeout_ms: int
 ) -> None:
     """Wait for the partitions' leaders; what has none in time is REQUEST_TIMED_OUT (as is
     everything with no time to wait, as Kafka answers)."""
-    late = await await_leaders(broker, partitions, timeout_ms)
+    late = await await_leaders(services, partitions, timeout_ms)
     for result in done:
         if result.name in late or timeout_ms <= 0:
             result.error_code = ErrorCode.REQUEST_TIMED_OUT
@@ -98,17 +100,17 @@ async def _await_done(
 async def create_topics(
     ctx: RequestContext, request: CreateTopicsRequest, version: int
 ) -> CreateTopicsResponse:
-    broker = ctx.broker
+    services = ctx.services
     response = CreateTopicsResponse()
     results = [CreatableTopicResult(name=t.name, error_message=None) for t in request.topics]
     response.topics = results
-    if _answered_not_controller(broker, results):
+    if _answered_not_controller(services, results):
         return response
-    admin = topic_admin(broker)
+    admin = topic_admin(services)
     counts = Counter(t.name for t in request.topics)
     waiting: set[tuple[str, int]] = set()
     created: list[CreatableTopicResult] = []
-    own, default = await dynamic_broker_configs(broker)
+    own, default = await dynamic_broker_configs(services)
     for topic, result in zip(request.topics, results, strict=True):
         if counts[topic.name] > 1:
             result.error_code = ErrorCode.INVALID_REQUEST
@@ -132,12 +134,12 @@ async def create_topics(
         result.topic_id = done.topic_id or ZERO_UUID
         result.configs = [
             CreatableTopicConfigs(e.name, e.value, e.read_only, e.source, False)
-            for e in describe_topic(broker, done.configs, own, default)
+            for e in describe_topic(services, done.configs, own, default)
         ]
         created.append(result)
         waiting |= {(topic.name, p) for p in done.assignment}
     if not request.validate_only:
-        await _await_done(broker, created, waiting, request.timeout_ms)
+        await _await_done(services, created, waiting, request.timeout_ms)
     return response
 
 
@@ -145,8 +147,8 @@ async def create_topics(
 async def delete_topics(
     ctx: RequestContext, request: DeleteTopicsRequest, version: int
 ) -> DeleteTopicsResponse:
-    broker = ctx.broker
-    cache = broker.metadata_cache
+    services = ctx.services
+    cache = services.metadata_cache
     wanted = (
         [(t.name, t.topic_id) for t in request.topics]
         if version >= 6
@@ -154,16 +156,16 @@ async def delete_topics(
     )
     results = [DeletableTopicResult(name=name, topic_id=topic_id) for name, topic_id in wanted]
     response = DeleteTopicsResponse(responses=results)
-    if not broker.controller.is_active:
+    if not services.controller.is_active:
         for result in results:
             result.error_code = ErrorCode.NOT_CONTROLLER
         return response
-    if not broker.config.delete_topic_enable:
+    if not services.config.delete_topic_enable:
         code = ErrorCode.INVALID_REQUEST if version < 3 else ErrorCode.TOPIC_DELETION_DISABLED
         for result in results:
             result.error_code = code
         return response
-    admin = topic_admin(broker)
+    admin = topic_admin(services)
     deleting: list[DeletableTopicResult] = []
     for result in results:
         if result.name is not None and result.topic_id != ZERO_UUID:
@@ -199,12 +201,12 @@ async def delete_topics(
 async def create_partitions(
     ctx: RequestContext, request: CreatePartitionsRequest, version: int
 ) -> CreatePartitionsResponse:
-    broker = ctx.broker
+    services = ctx.services
     results = [CreatePartitionsTopicResult(name=t.name) for t in request.topics]
     response = CreatePartitionsResponse(results=results)
-    if _answered_not_controller(broker, results):
+    if _answered_not_controller(services, results):
         return response
-    admin = topic_admin(broker)
+    admin = topic_admin(services)
     counts = Counter(t.name for t in request.topics)
     waiting: set[tuple[str, int]] = set()
     grown: list[CreatePartitionsTopicResult] = []
@@ -213,7 +215,7 @@ async def create_partitions(
             result.error_code = ErrorCode.INVALID_REQUEST
             result.error_message = "Duplicate topic in request."
             continue
-        if broker.controller.deletion.is_queued(topic.name):
+        if services.controller.deletion.is_queued(topic.name):
             result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
             result.error_message = "The topic is queued for deletion."
             continue
@@ -230,5 +232,5 @@ async def create_partitions(
         grown.append(result)
         waiting |= {(topic.name, p) for p in range(topic.count)}
     if not request.validate_only:
-        await _await_done(broker, grown, waiting, request.timeout_ms)
+        await _await_done(services, grown, waiting, request.timeout_ms)
     return response

@@ -1,41 +1,21 @@
 """The group coordinator: consumer groups (the classic rebalance protocol) and their
 committed offsets, kept in `__consumer_offsets`.
 
-- `coordinator`: the protocol, request by request, with Kafka's errors;
-- `manager`: the groups this broker coordinates, loading and unloading partitions, writes,
-  offset expiry;
+- `membership`: `GroupCoordinator`, the membership requests (JoinGroup, SyncGroup,
+  Heartbeat, LeaveGroup) with Kafka's errors; it owns the parts below;
+- `manager`: the one owner of the state: the groups this broker coordinates, loading and
+  unloading partitions, writes, offset expiry, and the checks every request passes;
+- `rebalance`, `commits`, `admin`: the rules of joins, offsets and the admin APIs, each
+  working on the manager's state;
 - `group`, `member`, `state`: a group's bookkeeping and its state machine;
-- `records`: the group state as `__consumer_offsets` records and back;
-- `storage`: appends and reads of `__consumer_offsets` through the replica manager.
+- `records`: the group state as `__consumer_offsets` records and back.
+
+It reaches `__consumer_offsets` through a `coordinator.topic_log.TopicLog` and learns which
+partitions this broker leads from `GroupCoordinator.on_leadership_change`; the broker's
+wiring connects both.
 """
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
 from gregor.broker.coordinator.group.config import GroupConfig
-from gregor.broker.coordinator.group.coordinator import GroupCoordinator
-from gregor.broker.coordinator.group.storage import ReplicatedOffsetsTopic
-from gregor.broker.topic_names import CONSUMER_OFFSETS
+from gregor.broker.coordinator.group.membership import GroupCoordinator
 
-if TYPE_CHECKING:
-    from gregor.broker.server import Broker
-
-__all__ = ["GroupConfig", "GroupCoordinator", "broker_group_coordinator"]
-
-
-def broker_group_coordinator(broker: Broker) -> GroupCoordinator:
-    """The broker's group coordinator, on its replica manager and metadata cache."""
-    config = GroupConfig.from_broker(broker.config)
-
-    async def existing_partitions() -> int:
-        return len(await broker.zk.get_partitions_for_topic(CONSUMER_OFFSETS))
-
-    coordinator = GroupCoordinator(
-        broker.broker_id,
-        config,
-        ReplicatedOffsetsTopic(broker.replica_manager),
-        existing_partitions=existing_partitions,
-    )
-    broker.replica_manager.leadership_listeners.append(coordinator.on_leadership_change)
-    return coordinator
+__all__ = ["GroupConfig", "GroupCoordinator"]

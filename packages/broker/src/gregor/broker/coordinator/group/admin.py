@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection
 
-from gregor.broker.coordinator.group.checks import RequestChecks
 from gregor.broker.coordinator.group.group import GroupMetadata
 from gregor.broker.coordinator.group.manager import GroupMetadataManager
 from gregor.broker.coordinator.group.results import GroupOverview, GroupSummary
@@ -19,21 +18,20 @@ CLASSIC = "classic"
 
 
 class GroupAdmin:
-    def __init__(self, checks: RequestChecks, manager: GroupMetadataManager) -> None:
-        self.checks = checks
+    def __init__(self, manager: GroupMetadataManager) -> None:
         self.manager = manager
 
     def delete_groups(self, group_ids: Collection[str]) -> dict[str, int]:
         errors: dict[str, int] = {}
         doomed: list[GroupMetadata] = []
         for group_id in dict.fromkeys(group_ids):
-            error = self.checks.group_status(group_id, ApiKey.DELETE_GROUPS)
+            error = self.manager.group_status(group_id, ApiKey.DELETE_GROUPS)
             if error is not None:
                 errors[group_id] = error
                 continue
             group = self.manager.get_group(group_id)
             if group is None or group.is_(GroupState.DEAD):
-                errors[group_id] = self.checks.missing_group(group_id)
+                errors[group_id] = self.manager.missing_group(group_id)
             elif group.is_(GroupState.EMPTY):
                 group.transition_to(GroupState.DEAD, self.manager.now_ms())
                 doomed.append(group)
@@ -51,7 +49,7 @@ class GroupAdmin:
     def list_groups(
         self, states: Collection[str], types: Collection[str]
     ) -> tuple[int, list[GroupOverview]]:
-        if not self.checks.active:
+        if not self.manager.active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
         error = (
             ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.manager.is_loading else ErrorCode.NONE
@@ -68,7 +66,7 @@ class GroupAdmin:
         return error, groups
 
     def describe_group(self, group_id: str) -> GroupSummary:
-        error = self.checks.group_status(group_id, ApiKey.DESCRIBE_GROUPS)
+        error = self.manager.group_status(group_id, ApiKey.DESCRIBE_GROUPS)
         if error is not None:
             return GroupSummary(error, "")
         group = self.manager.get_group(group_id)

@@ -14,13 +14,13 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from gregor.broker.coordinator.group.checks import RequestChecks, member_error
+from gregor.broker.coordinator.group.checks import member_error
 from gregor.broker.coordinator.group.group import GroupMetadata, TopicPartition
 from gregor.broker.coordinator.group.manager import GroupMetadataManager
+from gregor.broker.coordinator.group.member import MemberMetadata
 from gregor.broker.coordinator.group.offsets import FetchedOffset, OffsetAndMetadata
-from gregor.broker.coordinator.group.rebalance import Rebalancer
 from gregor.broker.coordinator.group.results import UNKNOWN_MEMBER_ID, Reply
 from gregor.broker.coordinator.group.state import GroupState
 from gregor.protocol.apis import ApiKey
@@ -29,15 +29,14 @@ from gregor.protocol.errors import ErrorCode
 log = logging.getLogger(__name__)
 
 Offsets = Mapping[TopicPartition, OffsetAndMetadata]
+# A commit proves the member alive: its session timer starts again (the rebalancer's).
+Heartbeat = Callable[[GroupMetadata, MemberMetadata, int], None]
 
 
 class OffsetCommits:
-    def __init__(
-        self, checks: RequestChecks, manager: GroupMetadataManager, rebalancer: Rebalancer
-    ) -> None:
-        self.checks = checks
+    def __init__(self, manager: GroupMetadataManager, schedule_heartbeat: Heartbeat) -> None:
         self.manager = manager
-        self.rebalancer = rebalancer
+        self.schedule_heartbeat = schedule_heartbeat
 
     def commit(
         self,
@@ -48,7 +47,7 @@ class OffsetCommits:
         offsets: Offsets,
         reply: Reply[dict[TopicPartition, int]],
     ) -> None:
-        error = self.checks.group_status(group_id, ApiKey.OFFSET_COMMIT)
+        error = self.manager.group_status(group_id, ApiKey.OFFSET_COMMIT)
         if error is not None:
             reply.set(dict.fromkeys(offsets, error))
             return
@@ -73,7 +72,7 @@ class OffsetCommits:
         elif state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
             # A commit during the rebalance is allowed; the heartbeat tells of the rebalance.
             member = group.get(member_id)
-            self.rebalancer.schedule_heartbeat(group, member, member.session_timeout_ms)
+            self.schedule_heartbeat(group, member, member.session_timeout_ms)
             self.manager.store_offsets(group, offsets, reply.set)
         elif state is GroupState.COMPLETING_REBALANCE:
             reply.set(dict.fromkeys(offsets, ErrorCode.REBALANCE_IN_PROGRESS))
@@ -108,7 +107,7 @@ class OffsetCommits:
         require_stable: bool,
         partitions: Iterable[TopicPartition] | None = None,
     ) -> tuple[int, dict[TopicPartition, FetchedOffset]]:
-        error = self.checks.group_status(group_id, ApiKey.OFFSET_FETCH)
+        error = self.manager.group_status(group_id, ApiKey.OFFSET_FETCH)
         if error is not None:
             return error, {}
         # Whatever the group's state: a group may use Kafka only to store offsets.
@@ -117,12 +116,12 @@ class OffsetCommits:
     def delete(
         self, group_id: str, partitions: Sequence[TopicPartition]
     ) -> tuple[int, dict[TopicPartition, int]]:
-        error = self.checks.group_status(group_id, ApiKey.OFFSET_DELETE)
+        error = self.manager.group_status(group_id, ApiKey.OFFSET_DELETE)
         if error is not None:
             return error, {}
         group = self.manager.get_group(group_id)
         if group is None or group.is_(GroupState.DEAD):
-            return self.checks.missing_group(group_id), {}
+            return self.manager.missing_group(group_id), {}
         results: dict[TopicPartition, int] = {}
         eligible: list[TopicPartition] = []
         if group.is_(GroupState.EMPTY):

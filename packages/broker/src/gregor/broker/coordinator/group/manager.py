@@ -39,9 +39,10 @@ from gregor.broker.coordinator.group.records import (
     tombstone_batch,
 )
 from gregor.broker.coordinator.group.state import GroupState
-from gregor.broker.coordinator.group.storage import OffsetsTopic, Write
 from gregor.broker.coordinator.partitioning import partition_for
+from gregor.broker.coordinator.topic_log import TopicLog, Write
 from gregor.broker.topic_names import CONSUMER_OFFSETS
+from gregor.protocol.apis import ApiKey
 from gregor.protocol.errors import ErrorCode
 from gregor.protocol.records import iter_batches
 from gregor.storage.log import Log
@@ -77,6 +78,12 @@ _STORE_OFFSETS_ERRORS: dict[int, int] = {
 }
 
 
+# APIs that accept the empty group id (old clients commit and fetch offsets with it).
+_EMPTY_GROUP_ID_ALLOWED = frozenset(
+    {ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.DESCRIBE_GROUPS, ApiKey.DELETE_GROUPS}
+)
+
+
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -90,7 +97,7 @@ class GroupMetadataManager:
     def __init__(
         self,
         config: GroupConfig,
-        topic: OffsetsTopic,
+        topic: TopicLog,
         wall_clock: Callable[[], int] = wall_clock_ms,
     ) -> None:
         self.config = config
@@ -104,6 +111,7 @@ class GroupMetadataManager:
         self.loading: dict[int, int] = {}  # partition -> the leader epoch being loaded
         self.epochs: dict[int, int] = {}
         self._nursery: trio.Nursery | None = None
+        self.active = False  # the coordinator is running
         self.shutting_down = False
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -143,6 +151,26 @@ class GroupMetadataManager:
             return False
         group = self.groups.get(group_id)
         return group is None or group.is_(GroupState.DEAD)
+
+    def group_status(self, group_id: str, api: ApiKey) -> int | None:
+        """The error for a request about this group, or None when this broker serves it."""
+        if not group_id and api not in _EMPTY_GROUP_ID_ALLOWED:
+            return ErrorCode.INVALID_GROUP_ID
+        if not self.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if self.is_group_loading(group_id):
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if not self.is_group_local(group_id):
+            return ErrorCode.NOT_COORDINATOR
+        return None
+
+    def missing_group(self, group_id: str) -> int:
+        """The error for a group that is not there: this broker would have it, or not."""
+        return (
+            ErrorCode.GROUP_ID_NOT_FOUND
+            if self.group_not_exists(group_id)
+            else ErrorCode.NOT_COORDINATOR
+        )
 
     # -- the cache -----------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""The coordinators' internal topics, created on first use.
+"""Topics the broker creates itself: the coordinators' internal topics on first use, and
+the topics a Metadata request names when `auto.create.topics.enable` is on.
 
 The first FindCoordinator for a group (or a transactional id) finds no `__consumer_offsets`
 (or `__transaction_state`): the broker creates the topic through ZooKeeper, as Kafka's
@@ -14,22 +15,25 @@ its leaders; clients retry. The topics are compacted, with Kafka's settings:
 
 A replication factor larger than the number of live brokers is lowered to it, with a
 warning, so a small cluster still gets its coordinators.
+
+Auto-creation is a ZooKeeper-mode broker's: the assignment znode is written with
+`num.partitions` and `default.replication.factor`, and the controller creates the
+partitions.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 import attrs
 
+from gregor.broker.config import BrokerConfig
 from gregor.broker.controller.admin import NewTopic, TopicAdmin
-from gregor.broker.topic_names import CONSUMER_OFFSETS, TRANSACTION_STATE
-from gregor.protocol.errors import KafkaError, TopicAlreadyExistsError
-
-if TYPE_CHECKING:
-    from gregor.broker.config import BrokerConfig
-    from gregor.broker.server import Broker
+from gregor.broker.topic_names import CONSUMER_OFFSETS, TRANSACTION_STATE, is_internal
+from gregor.broker.zk import KafkaZkClient
+from gregor.protocol.errors import ErrorCode, KafkaError, TopicAlreadyExistsError
+from gregor.storage.config import LogConfig
 
 log = logging.getLogger(__name__)
 
@@ -70,21 +74,51 @@ def internal_topic(config: BrokerConfig, name: str) -> InternalTopic:
     raise ValueError(f"{name} is not an internal topic")
 
 
-class InternalTopicCreator:
-    """Creates internal topics, one creation per topic at a time."""
+class TopicCreator:
+    """Creates topics through ZooKeeper; internal ones one creation per topic at a time."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(
+        self, config: BrokerConfig, zk: KafkaZkClient, log_defaults: Callable[[], LogConfig]
+    ) -> None:
+        self.config = config
+        self.zk = zk
+        self.log_defaults = log_defaults  # the current defaults (dynamic broker configs)
         self._in_flight: set[str] = set()
 
-    async def create(self, name: str) -> None:
+    async def auto_create(self, names: list[str]) -> dict[str, int]:
+        """Create topics a Metadata request named; the error code to report for each:
+        LEADER_NOT_AVAILABLE while it has no leader yet."""
+        config = self.config
+        admin = TopicAdmin(
+            self.zk,
+            config.num_partitions,
+            config.default_replication_factor,
+            self.log_defaults(),
+        )
+        out: dict[str, int] = {}
+        for name in names:
+            try:
+                if is_internal(name):
+                    await self.create_internal(name)  # with their own settings
+                else:
+                    await admin.create_topic(NewTopic(name), validate_only=False)
+            except TopicAlreadyExistsError:
+                pass
+            except KafkaError as exc:
+                log.info("cannot auto-create topic %s: %s", name, exc)
+                out[name] = exc.code
+                continue
+            out[name] = ErrorCode.LEADER_NOT_AVAILABLE
+        return out
+
+    async def create_internal(self, name: str) -> None:
         """Create the topic unless it exists (or is being created); errors are logged, the
         next FindCoordinator tries again."""
         if name in self._in_flight:
             return
         self._in_flight.add(name)
         try:
-            await self._create(internal_topic(self.broker.config, name))
+            await self._create(internal_topic(self.config, name))
         except TopicAlreadyExistsError:
             pass
         except KafkaError as exc:
@@ -93,13 +127,7 @@ class InternalTopicCreator:
             self._in_flight.discard(name)
 
     async def _create(self, topic: InternalTopic) -> None:
-        broker = self.broker
-        admin = TopicAdmin(
-            broker.zk,
-            topic.partitions,
-            topic.replication_factor,
-            broker.log_defaults,
-        )
+        admin = TopicAdmin(self.zk, topic.partitions, topic.replication_factor, self.log_defaults())
         live = len(await admin.live_brokers())
         factor = topic.replication_factor
         if 0 < live < factor:

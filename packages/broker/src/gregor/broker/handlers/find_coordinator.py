@@ -38,19 +38,19 @@ NO_NODE = (-1, "", -1)
 
 async def _lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[int, tuple[int, str, int]]:
     """(error, (node id, host, port)) of the key's coordinator."""
-    broker = ctx.broker
-    cache = broker.metadata_cache
+    services = ctx.services
+    cache = services.metadata_cache
     if key_type == GROUP:
         topic = CONSUMER_OFFSETS
-        partition = broker.group_coordinator.partition_for(key)
+        partition = services.group_coordinator.partition_for(key)
     elif key_type == TRANSACTION:
         topic = TRANSACTION_STATE
-        count = cache.partition_count(topic) or broker.config.transaction_state_log_num_partitions
+        count = cache.partition_count(topic) or services.config.transaction_state_log_num_partitions
         partition = partition_for(key, count)
     else:
         return ErrorCode.INVALID_REQUEST, NO_NODE  # share groups have no coordinator here
     if not cache.contains_topic(topic):
-        await broker.internal_topics.create(topic)
+        await services.topic_creator.create_internal(topic)
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
     state = cache.partition(topic, partition)
     if state is None or state.leader == NO_LEADER:

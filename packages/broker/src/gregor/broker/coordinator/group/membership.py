@@ -36,7 +36,7 @@ import attrs
 import trio
 
 from gregor.broker.coordinator.group.admin import GroupAdmin
-from gregor.broker.coordinator.group.checks import RequestChecks, member_error
+from gregor.broker.coordinator.group.checks import member_error
 from gregor.broker.coordinator.group.commits import OffsetCommits
 from gregor.broker.coordinator.group.config import GroupConfig
 from gregor.broker.coordinator.group.group import GroupMetadata
@@ -52,8 +52,8 @@ from gregor.broker.coordinator.group.results import (
     SyncResult,
 )
 from gregor.broker.coordinator.group.state import GroupState
-from gregor.broker.coordinator.group.storage import OffsetsTopic
 from gregor.broker.coordinator.timers import TimerQueue
+from gregor.broker.coordinator.topic_log import TopicLog
 from gregor.broker.topic_names import CONSUMER_OFFSETS
 from gregor.protocol.apis import ApiKey
 from gregor.protocol.errors import ErrorCode
@@ -79,7 +79,7 @@ class GroupCoordinator:
         self,
         broker_id: int,
         config: GroupConfig,
-        topic: OffsetsTopic,
+        topic: TopicLog,
         wall_clock: Callable[[], int] | None = None,
         existing_partitions: Callable[[], Awaitable[int | None]] | None = None,
     ) -> None:
@@ -93,10 +93,10 @@ class GroupCoordinator:
         # Asked at start how many partitions an existing `__consumer_offsets` has.
         self._existing_partitions = existing_partitions
         self.timers = TimerQueue(f"group-coordinator-{broker_id}")
-        self.checks = RequestChecks(self.manager)
+        # The manager owns the state; the others are the rules applied to it.
         self.rebalancer = Rebalancer(config, self.manager, self.timers)
-        self.offsets = OffsetCommits(self.checks, self.manager, self.rebalancer)
-        self.admin = GroupAdmin(self.checks, self.manager)
+        self.offsets = OffsetCommits(self.manager, self.rebalancer.schedule_heartbeat)
+        self.admin = GroupAdmin(self.manager)
 
     def __repr__(self) -> str:
         return f"<GroupCoordinator {self.broker_id}>"
@@ -109,7 +109,7 @@ class GroupCoordinator:
         async with trio.open_nursery() as nursery:
             await nursery.start(self.timers.run)
             await nursery.start(self.manager.run)
-            self.checks.active = True
+            self.manager.active = True
             log.info(
                 "group coordinator %d started (%s has %d partitions)",
                 self.broker_id,
@@ -120,7 +120,7 @@ class GroupCoordinator:
             try:
                 await trio.sleep_forever()
             finally:
-                self.checks.active = False
+                self.manager.active = False
                 self.manager.shutting_down = True
 
     def partition_for(self, group_id: str) -> int:
@@ -139,7 +139,7 @@ class GroupCoordinator:
         return group.has(member_id) or len(group) < self.config.max_size
 
     def handle_join_group(self, join: JoinRequest, reply: Reply[JoinResult]) -> None:
-        error = self.checks.group_status(join.group_id, ApiKey.JOIN_GROUP)
+        error = self.manager.group_status(join.group_id, ApiKey.JOIN_GROUP)
         if error is not None:
             reply.set(JoinResult.failed(join.member_id, error))
             return
@@ -347,7 +347,7 @@ class GroupCoordinator:
         assignment: Mapping[str, bytes],
         reply: Reply[SyncResult],
     ) -> None:
-        error = self.checks.group_status(group_id, ApiKey.SYNC_GROUP)
+        error = self.manager.group_status(group_id, ApiKey.SYNC_GROUP)
         if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
             # The rebalance's state is lost with the coordinator that had it: the member
             # must join again (old clients do not know LOAD_IN_PROGRESS here).
@@ -413,7 +413,7 @@ class GroupCoordinator:
     def handle_heartbeat(
         self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int
     ) -> int:
-        error = self.checks.group_status(group_id, ApiKey.HEARTBEAT)
+        error = self.manager.group_status(group_id, ApiKey.HEARTBEAT)
         if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
             return ErrorCode.NONE  # loading: the member is not known yet either way
         if error is not None:
@@ -441,7 +441,7 @@ class GroupCoordinator:
         self, group_id: str, leaving: Sequence[tuple[str, str | None, str | None]]
     ) -> LeaveResult:
         """`leaving`: (member id, group instance id, reason) of each member."""
-        error = self.checks.group_status(group_id, ApiKey.LEAVE_GROUP)
+        error = self.manager.group_status(group_id, ApiKey.LEAVE_GROUP)
         if error is not None:
             return LeaveResult(error)
         group = self.manager.get_group(group_id)
