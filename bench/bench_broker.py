@@ -18,6 +18,7 @@ without confluent-kafka's Python object per record), as a peer consumer.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import os
 import subprocess
@@ -140,17 +141,20 @@ def run_stub(port: int, partitions: int, high_watermark: int) -> None:
 
     async def serve(stream: trio.SocketStream) -> None:
         frames = FrameReader(1 << 30)
-        async with stream:
-            while data := await stream.receive_some(1 << 20):
-                frames.feed(data)
-                while (frame := frames.next_frame()) is not None:
-                    header, body = decode_request(frame)
-                    version = header.request_api_version
-                    response = answer(body, version)
-                    if response is not None:
-                        await stream.send_all(
-                            encode_response(response, version, header.correlation_id)
-                        )
+        # A client that exits may reset its connection under an answer: that connection
+        # ends, the stub (serve_tcp would stop on the error) goes on.
+        with contextlib.suppress(trio.BrokenResourceError):
+            async with stream:
+                while data := await stream.receive_some(1 << 20):
+                    frames.feed(data)
+                    while (frame := frames.next_frame()) is not None:
+                        header, body = decode_request(frame)
+                        version = header.request_api_version
+                        response = answer(body, version)
+                        if response is not None:
+                            await stream.send_all(
+                                encode_response(response, version, header.correlation_id)
+                            )
 
     trio.run(trio.serve_tcp, serve, port)
 
