@@ -17,7 +17,7 @@ nox.options.error_on_missing_interpreters = True
 
 ROOT = Path(__file__).parent
 # Install order follows the dependency direction: protocol <- storage, client <- broker.
-PACKAGES = ["protocol", "storage", "client", "broker", "mirror"]
+PACKAGES = ["protocol", "storage", "client", "spark", "broker", "mirror"]
 # Real third-party clients and test tools; never imported by the packages themselves.
 TEST_DEPS = [
     "pytest>=8",
