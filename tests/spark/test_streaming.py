@@ -1,0 +1,93 @@
+"""spark.readStream.format("gregor"): admission control, restarts from the checkpoint, and
+partitions and topics that appear while a query lives.
+
+Each query runs with Trigger.AvailableNow into Parquet, and the Parquet files are read
+back with pyarrow: every record must be there exactly once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import confluent_kafka
+import pyarrow.dataset as ds
+from pyspark.sql import SparkSession
+
+from gregor.broker.devcluster import LocalCluster
+from gregor.client import AdminClient
+from gregor_testing.cluster import create_topic, unique_topic, wait_for_topic
+
+
+def produce(bootstrap: str, topic: str, start: int, count: int, partitions: int) -> None:
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for n in range(start, start + count):
+        producer.produce(
+            topic, value=f"v{n}".encode(), key=f"k{n}".encode(), partition=n % partitions
+        )
+    assert producer.flush(30) == 0
+
+
+def run(spark: SparkSession, bootstrap: str, out: Path, **options: str) -> list[int]:
+    """One Trigger.AvailableNow run into Parquet at `out`; each micro-batch's row count."""
+    reader = spark.readStream.format("gregor").option("kafka.bootstrap.servers", bootstrap)
+    for name, value in {"startingOffsets": "earliest", **options}.items():
+        reader = reader.option(name, value)
+    query = (
+        reader.load()
+        .selectExpr("topic", "partition", "offset", "CAST(value AS STRING) AS value")
+        .writeStream.format("parquet")
+        .option("path", str(out / "table"))
+        .option("checkpointLocation", str(out / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(300)
+    assert query.exception() is None, query.exception()
+    return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"] > 0]
+
+
+def table(out: Path) -> list[tuple[str, int, int, str]]:
+    rows = ds.dataset(out / "table", format="parquet").to_table().to_pylist()
+    return sorted((r["topic"], r["partition"], r["offset"], r["value"]) for r in rows)
+
+
+def test_max_offsets_per_trigger_and_restart(
+    spark: SparkSession, shared_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    bootstrap = shared_cluster.bootstrap_servers
+    topic = unique_topic("stream")
+    create_topic(shared_cluster, topic, partitions=2)
+    produce(bootstrap, topic, 0, 100, 2)
+    batches = run(spark, bootstrap, tmp_path, subscribe=topic, maxOffsetsPerTrigger="30")
+    assert sum(batches) == 100 and len(batches) >= 4 and max(batches) <= 30
+    # A second run resumes from the checkpoint: the new records, once each.
+    produce(bootstrap, topic, 100, 50, 2)
+    assert sum(run(spark, bootstrap, tmp_path, subscribe=topic)) == 50
+    values = sorted((int(v[1:]) for _, _, _, v in table(tmp_path)))
+    assert values == list(range(150))
+    offsets = [(p, o) for _, p, o, _ in table(tmp_path)]
+    assert sorted(offsets) == [(p, o) for p in (0, 1) for o in range(75)]
+
+
+def test_new_partitions_and_topics_are_read(
+    spark: SparkSession, shared_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    bootstrap = shared_cluster.bootstrap_servers
+    prefix = unique_topic("grow")
+    first, second = f"{prefix}-a", f"{prefix}-b"
+    create_topic(shared_cluster, first, partitions=1)
+    produce(bootstrap, first, 0, 20, 1)
+    pattern = {"subscribePattern": f"{prefix}-.*"}
+    assert sum(run(spark, bootstrap, tmp_path, **pattern)) == 20
+    # A partition added to the topic, and a new topic matching the pattern: both are read
+    # from their earliest offset.
+    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_partitions({first: 2})
+    wait_for_topic(shared_cluster, first, 2)
+    create_topic(shared_cluster, second, partitions=1)
+    produce(bootstrap, first, 20, 20, 2)
+    produce(bootstrap, second, 40, 10, 1)
+    assert sum(run(spark, bootstrap, tmp_path, **pattern)) == 30
+    rows = table(tmp_path)
+    assert sorted(int(v[1:]) for *_, v in rows) == list(range(50))
+    assert {(t, p) for t, p, _, _ in rows} == {(first, 0), (first, 1), (second, 0)}

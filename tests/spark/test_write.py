@@ -1,0 +1,87 @@
+"""df.write.format("gregor"): Spark writes rows, confluent-kafka reads them back; a write the
+broker refuses fails the job with the broker's error."""
+
+from __future__ import annotations
+
+import confluent_kafka
+import pytest
+from pyspark.sql import SparkSession
+
+from gregor.broker.devcluster import LocalCluster
+from gregor_testing.cluster import create_topic, unique_topic
+
+PARTITIONS = 3
+
+
+def read_back(bootstrap: str, topic: str, count: int) -> list[tuple[object, ...]]:
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": unique_topic("g"), "enable.auto.commit": False}
+    )
+    consumer.assign(
+        [
+            confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
+            for p in range(PARTITIONS)
+        ]
+    )
+    out: list[tuple[object, ...]] = []
+    try:
+        for _ in range(600):
+            if len(out) >= count:
+                break
+            for msg in consumer.consume(count, timeout=0.5):
+                assert msg.error() is None, msg.error()
+                headers = [(k, v) for k, v in msg.headers() or []]
+                out.append((msg.key(), msg.value(), msg.partition(), headers))
+    finally:
+        consumer.close()
+    return sorted(out, key=lambda r: str(r[1]))
+
+
+def test_write_then_read_with_confluent(spark: SparkSession, shared_cluster: LocalCluster) -> None:
+    bootstrap = shared_cluster.bootstrap_servers
+    topic = unique_topic("write")
+    create_topic(shared_cluster, topic, partitions=PARTITIONS)
+    rows = [
+        (
+            None if n % 5 == 0 else f"key-{n}",
+            f"value-{n:04d}".encode(),
+            n % PARTITIONS,
+            [("n", str(n).encode()), ("none", None)] if n % 2 else [],
+        )
+        for n in range(300)
+    ]
+    df = spark.createDataFrame(
+        rows,
+        "key string, value binary, partition int, "
+        "headers array<struct<key: string, value: binary>>",
+    ).repartition(4)
+    df.write.format("gregor").option("kafka.bootstrap.servers", bootstrap).option(
+        "topic", topic
+    ).mode("append").save()
+    want = [(None if k is None else k.encode(), v, p, h) for k, v, p, h in rows]
+    assert read_back(bootstrap, topic, len(rows)) == want
+
+
+def test_topic_column_and_broker_errors(spark: SparkSession, shared_cluster: LocalCluster) -> None:
+    bootstrap = shared_cluster.bootstrap_servers
+    small = unique_topic("small")
+    create_topic(
+        shared_cluster, small, partitions=PARTITIONS, configs={"max.message.bytes": "2000"}
+    )
+    ok = spark.createDataFrame(
+        [(small, "a", 0), (small, "b", 1)], "topic string, value string, partition int"
+    )
+    ok.write.format("gregor").option("kafka.bootstrap.servers", bootstrap).mode("append").save()
+    assert [r[1] for r in read_back(bootstrap, small, 2)] == [b"a", b"b"]
+    # A record over the topic's max.message.bytes: the broker's MESSAGE_TOO_LARGE fails it.
+    big = spark.createDataFrame([(small, "x" * 10_000)], "topic string, value string")
+    with pytest.raises(Exception, match=r"MESSAGE_TOO_LARGE|MessageSizeTooLarge"):
+        big.write.format("gregor").option("kafka.bootstrap.servers", bootstrap).mode(
+            "append"
+        ).save()
+    # Columns checked before anything runs.
+    no_topic = spark.createDataFrame([("a",)], "value string")
+    with pytest.raises(Exception, match="topic option required"):
+        no_topic.write.format("gregor").option("kafka.bootstrap.servers", bootstrap).mode(
+            "append"
+        ).save()
