@@ -1,0 +1,176 @@
+"""Checkpoints: MM2's `<source>.checkpoints.internal` records on the target, and the task
+that writes them (and, with `sync.group.offsets.enabled`, the groups' offsets themselves).
+
+Key: group (STRING), topic (STRING, the target's name), partition (INT32); value: version
+(INT16, 0), upstreamOffset (INT64), offset (INT64), metadata (STRING).
+
+Each round reads the source groups' committed offsets of mirrored partitions and translates
+them through the offset syncs (`translate.translate`). A group's offsets are written into the
+target only while the group has no members there, and only forward, as MM2 does (KIP-545).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+import trio
+
+from gregor.client import (
+    AsyncAdminClient,
+    AsyncConsumer,
+    AsyncProducer,
+    OffsetAndMetadata,
+    TopicPartition,
+)
+from gregor.mirror import schema
+from gregor.mirror.config import FlowConfig
+from gregor.mirror.offset_sync import SyncStore
+from gregor.mirror.topics import COMPACTED, ensure_topic, read_to_end
+
+log = logging.getLogger("gregor.mirror")
+VERSION = 0
+_INACTIVE = {"Empty", "Dead", ""}
+
+
+@attrs.frozen
+class Checkpoint:
+    group: str
+    partition: TopicPartition  # on the target
+    upstream_offset: int
+    offset: int  # on the target
+    metadata: str = ""
+
+    def key(self) -> bytes:
+        tp = self.partition
+        return schema.string(self.group) + schema.string(tp.topic) + schema.int32(tp.partition)
+
+    def value(self) -> bytes:
+        return (
+            schema.int16(VERSION)
+            + schema.int64(self.upstream_offset)
+            + schema.int64(self.offset)
+            + schema.string(self.metadata)
+        )
+
+    @classmethod
+    def decode(cls, key: bytes, value: bytes) -> Checkpoint:
+        k = schema.Reader(key, "checkpoint key")
+        group, topic, partition = k.string(), k.string(), k.int32()
+        v = schema.Reader(value, "checkpoint value")
+        v.int16()  # version 0 is the only one; a newer one starts with the same fields
+        return cls(group, TopicPartition(topic, partition), v.int64(), v.int64(), v.string())
+
+
+async def read_checkpoints(
+    config: Mapping[str, Any], topic: str, timeout: float = 30.0
+) -> dict[tuple[str, TopicPartition], Checkpoint]:
+    """The latest checkpoint of each (group, partition) in a checkpoints topic."""
+    latest: dict[tuple[str, TopicPartition], Checkpoint] = {}
+    for record in await read_to_end(config, topic, timeout):
+        if record.key is None or record.value is None:
+            continue
+        checkpoint = Checkpoint.decode(record.key, record.value)
+        latest[checkpoint.group, checkpoint.partition] = checkpoint
+    return latest
+
+
+class CheckpointTask:
+    """Writes a flow's checkpoints, and syncs group offsets into the target."""
+
+    def __init__(
+        self,
+        flow: FlowConfig,
+        store: SyncStore,
+        mirrored: Callable[[], Mapping[TopicPartition, TopicPartition]],
+    ) -> None:
+        self.flow = flow
+        self.store = store
+        self.mirrored = mirrored  # source partition -> target partition, as of now
+        self.emitted: dict[tuple[str, TopicPartition], Checkpoint] = {}
+
+    async def run(self) -> None:
+        flow = self.flow
+        target = flow.target
+        topic = flow.checkpoints_topic
+        async with (
+            AsyncAdminClient(flow.source.admin_config()) as source_admin,
+            AsyncAdminClient(target.admin_config()) as target_admin,
+            AsyncProducer(target.producer_config(acks="all")) as producer,
+        ):
+            await ensure_topic(
+                target_admin, topic, 1, flow.checkpoints_replication_factor, COMPACTED
+            )
+            self.emitted = await read_checkpoints(target.consumer_config(), topic)
+            next_sync = trio.current_time()
+            while True:
+                checkpoints = await self.checkpoints(source_admin)
+                fresh = [c for c in checkpoints if self.emitted.get((c.group, c.partition)) != c]
+                for c in fresh:
+                    await producer.produce(topic, c.value(), c.key(), partition=0)
+                await producer.flush()
+                for c in fresh:
+                    self.emitted[c.group, c.partition] = c
+                if flow.sync_group_offsets and trio.current_time() >= next_sync:
+                    await self.sync_groups(target_admin)
+                    next_sync = trio.current_time() + flow.sync_group_offsets_interval
+                await trio.sleep(
+                    min(flow.emit_checkpoints_interval, flow.sync_group_offsets_interval)
+                    if flow.sync_group_offsets
+                    else flow.emit_checkpoints_interval
+                )
+
+    async def checkpoints(self, source_admin: AsyncAdminClient) -> list[Checkpoint]:
+        """The source groups' committed offsets of mirrored partitions, translated."""
+        mirrored = self.mirrored()
+        out = []
+        for listing in await source_admin.list_groups():
+            group = listing.group_id
+            if listing.protocol_type not in ("consumer", "") or not self.flow.groups(group):
+                continue
+            offsets = await source_admin.list_group_offsets(group)
+            for tp, committed in offsets.items():
+                remote = mirrored.get(tp)
+                upstream = committed.committed.offset
+                if remote is None or upstream < 0:
+                    continue
+                downstream = self.store.translate(tp, upstream)
+                if downstream is not None:
+                    out.append(
+                        Checkpoint(
+                            group, remote, upstream, downstream, committed.committed.metadata
+                        )
+                    )
+        return out
+
+    async def sync_groups(self, target_admin: AsyncAdminClient) -> None:
+        """Write the checkpointed offsets into the target's groups that have no members,
+        where they move the group forward."""
+        by_group: dict[str, dict[TopicPartition, Checkpoint]] = {}
+        for (group, tp), checkpoint in self.emitted.items():
+            by_group.setdefault(group, {})[tp] = checkpoint
+        for group, checkpoints in sorted(by_group.items()):
+            described = (await target_admin.describe_groups([group]))[group]
+            if described.state not in _INACTIVE or described.members:
+                continue
+            current = await target_admin.list_group_offsets(group)
+            ahead = {
+                tp: OffsetAndMetadata(c.offset, c.metadata)
+                for tp, c in checkpoints.items()
+                if tp not in current or current[tp].committed.offset < c.offset
+            }
+            if not ahead:
+                continue
+            settings = self.flow.target.consumer_config(**{"group.id": group})
+            settings["enable.auto.commit"] = False
+            async with AsyncConsumer(settings) as consumer:
+                await consumer.commit(ahead)
+            log.info(
+                "%s: group %s synced on %s: %s",
+                self.flow.name,
+                group,
+                self.flow.target.alias,
+                {f"{tp.topic}-{tp.partition}": m.offset for tp, m in ahead.items()},
+            )

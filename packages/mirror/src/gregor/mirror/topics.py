@@ -1,0 +1,175 @@
+"""The topics a flow mirrors: which source topics, their remote copies on the target
+(created with the source's partition count and configs, grown and re-configured as the
+source changes), and MM2's own topics (offset syncs, checkpoints, heartbeats)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from gregor.client import (
+    AsyncAdminClient,
+    AsyncConsumer,
+    ConsumerRecord,
+    NewTopic,
+    TopicPartition,
+)
+from gregor.client.admin import ConfigResource, ConfigSource, ResourceType
+from gregor.mirror.config import FlowConfig
+from gregor.mirror.policy import is_cycle
+from gregor.protocol.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
+
+log = logging.getLogger("gregor.mirror")
+
+COMPACTED = {"cleanup.policy": "compact"}
+
+
+def should_replicate(flow: FlowConfig, topic: str) -> bool:
+    """MM2's rule: the filter (heartbeats always pass), never internal topics, never a
+    topic that came from the target (that would loop)."""
+    policy = flow.policy
+    return (
+        (flow.topics(topic) or policy.is_heartbeats_topic(topic))
+        and not policy.is_internal_topic(topic)
+        and not is_cycle(policy, topic, flow.target.alias)
+    )
+
+
+async def ensure_topic(
+    admin: AsyncAdminClient,
+    name: str,
+    partitions: int,
+    replication_factor: int,
+    config: Mapping[str, str],
+) -> None:
+    """Create the topic unless it exists. A replication factor above the cluster's broker
+    count is lowered to it, with a warning (MM2 would fail to start)."""
+    if replication_factor > 0:
+        brokers = len((await admin.describe_cluster()).brokers)
+        if brokers < replication_factor:
+            log.warning(
+                "topic %s: replication factor %d lowered to the %d brokers of the cluster",
+                name,
+                replication_factor,
+                brokers,
+            )
+            replication_factor = brokers
+    try:
+        await admin.create_topics(
+            [NewTopic(name, partitions, replication_factor, config=dict(config))]
+        )
+        log.info("created topic %s (%d partitions)", name, partitions)
+    except TopicAlreadyExistsError:
+        pass
+
+
+async def read_to_end(
+    config: Mapping[str, Any], topic: str, timeout: float = 30.0
+) -> list[ConsumerRecord]:
+    """Every record of a topic, from its start to its end now ([] if it does not exist)."""
+    settings = {**config, "enable.auto.commit": False, "auto.offset.reset": "earliest"}
+    settings.pop("group.id", None)
+    async with AsyncConsumer(settings) as consumer:
+        topics = await consumer.list_topics(timeout)
+        if topic not in topics:
+            return []
+        partitions = [TopicPartition(topic, p) for p in topics[topic]]
+        ends = await consumer.end_offsets(partitions, timeout)
+        starts = await consumer.beginning_offsets(partitions, timeout)
+        waiting = {tp for tp in partitions if ends.get(tp, 0) > starts.get(tp, 0)}
+        consumer.assign(partitions)
+        consumer.seek_to_beginning(*partitions)
+        records: list[ConsumerRecord] = []
+        while waiting:
+            batch = await consumer.getmany(timeout=timeout)
+            if not batch:
+                raise TimeoutError(f"reading {topic}: nothing arrived for {timeout:.0f}s")
+            records += batch
+            for tp in list(waiting):
+                if await consumer.position(tp) >= ends[tp]:
+                    waiting.discard(tp)
+        return records
+
+
+class TopicSync:
+    """Keeps the flow's remote topics in step with the source's topics."""
+
+    def __init__(self, flow: FlowConfig, source: AsyncAdminClient, target: AsyncAdminClient):
+        self.flow = flow
+        self.source = source
+        self.target = target
+
+    def remote(self, topic: str) -> str:
+        return self.flow.policy.format_remote_topic(self.flow.source.alias, topic)
+
+    async def refresh(self) -> dict[TopicPartition, TopicPartition]:
+        """Create and grow the remote topics; every source partition that has its copy."""
+        described = await self.source.describe_topics()
+        chosen = {
+            name: len(d.partitions)
+            for name, d in described.items()
+            if not d.internal and should_replicate(self.flow, name)
+        }
+        existing = {
+            name: len(d.partitions) for name, d in (await self.target.describe_topics()).items()
+        }
+        configs = await self._source_configs([t for t in chosen if self.remote(t) not in existing])
+        mapping: dict[TopicPartition, TopicPartition] = {}
+        for topic, count in sorted(chosen.items()):
+            remote = self.remote(topic)
+            have = existing.get(remote)
+            try:
+                if have is None:
+                    await ensure_topic(
+                        self.target, remote, count, self.flow.replication_factor, configs[topic]
+                    )
+                elif have < count:
+                    await self.target.create_partitions({remote: count})
+                    log.info("%s: %s grown to %d partitions", self.flow.name, remote, count)
+            except UnknownTopicOrPartitionError:
+                continue
+            for p in range(count):
+                mapping[TopicPartition(topic, p)] = TopicPartition(remote, p)
+        return mapping
+
+    async def _source_configs(self, topics: list[str]) -> dict[str, dict[str, str]]:
+        """The topics' configs set on the source (not defaults), less the excluded ones."""
+        if not topics:
+            return {}
+        described = await self.source.describe_configs(
+            [ConfigResource(ResourceType.TOPIC, t) for t in topics]
+        )
+        return {
+            resource.name: {
+                name: entry.value
+                for name, entry in entries.items()
+                if entry.value is not None
+                and entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG
+                and not entry.sensitive
+                and not self.flow.excluded_config(name)
+            }
+            for resource, entries in described.items()
+        }
+
+    async def sync_configs(self, topics: list[str]) -> None:
+        """Set on each remote topic the source's configs that differ there."""
+        wanted = await self._source_configs(topics)
+        if not wanted:
+            return
+        remote = {self.remote(t): cfg for t, cfg in wanted.items()}
+        current = await self.target.describe_configs(
+            [ConfigResource(ResourceType.TOPIC, t) for t in remote]
+        )
+        changes = {}
+        for resource, entries in current.items():
+            differ = {
+                name: value
+                for name, value in remote[resource.name].items()
+                if name not in entries or entries[name].value != value
+            }
+            if differ:
+                changes[resource] = differ
+                log.info("%s: %s configs %s", self.flow.name, resource.name, differ)
+        if changes:
+            await self.target.alter_configs(changes)

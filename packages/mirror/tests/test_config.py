@@ -1,0 +1,108 @@
+"""mm2.properties with MirrorMaker 2's names: lookup order, defaults, and errors that name
+the key, the value and the rule."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from gregor.mirror import IdentityReplicationPolicy, MirrorConfigError, load
+from gregor.mirror.config import MirrorConfig, parse_properties
+
+MM2 = """\
+# two datacenters
+clusters = A, B
+A.bootstrap.servers = a1:9092,a2:9092
+B.bootstrap.servers: b1:9092
+A.security.protocol = PLAINTEXT
+A.consumer.max.poll.records = 1000
+B.producer.linger.ms = 20
+B.admin.request.timeout.ms = 5000
+B.config.storage.replication.factor = 1
+A->B.enabled = true
+A->B.topics = orders.*, \\
+    payments
+A->B.groups.exclude = test-.*
+B->A.enabled = false
+replication.factor = 3
+emit.checkpoints.interval.seconds = 5
+A->B.emit.checkpoints.interval.seconds = 7
+sync.group.offsets.enabled = true
+"""
+
+
+def test_parse_properties() -> None:
+    props = parse_properties("a=1\n  b : 2\nc 3\n# d=4\n! e=5\nf=x\\\n   y\ng\\=h=i\n")
+    assert props == {"a": "1", "b": "2", "c": "3", "f": "xy", "g=h": "i"}
+
+
+def test_mm2_config(tmp_path: Path) -> None:
+    path = tmp_path / "mm2.properties"
+    path.write_text(MM2)
+    config = load(path)
+    assert list(config.clusters) == ["A", "B"]
+    a, b = config.clusters["A"], config.clusters["B"]
+    assert a.consumer_config() == {
+        "bootstrap.servers": "a1:9092,a2:9092",
+        "security.protocol": "PLAINTEXT",
+        "max.poll.records": "1000",
+    }
+    assert b.producer_config() == {"bootstrap.servers": "b1:9092", "linger.ms": "20"}
+    assert b.admin_config() == {"bootstrap.servers": "b1:9092", "request.timeout.ms": "5000"}
+    [flow] = config.enabled_flows()
+    assert flow.name == "A->B"
+    assert flow.topics("orders-eu") and flow.topics("payments") and not flow.topics("paymentsx")
+    assert not flow.topics("__consumer_offsets") and not flow.topics("x.internal")
+    assert flow.groups("billing") and not flow.groups("test-1")
+    assert flow.groups("console-consumer-7")  # groups.exclude replaces MM2's default
+    assert not config.flows[1].groups("console-consumer-7")  # B->A keeps it
+    assert flow.replication_factor == 3
+    assert flow.emit_checkpoints_interval == 7  # the flow's own setting wins
+    assert flow.sync_group_offsets and flow.emit_heartbeats
+    assert flow.refresh_topics_interval == 600  # MM2's default
+    assert flow.offset_syncs_cluster is a
+    assert flow.offset_syncs_topic == "mm2-offset-syncs.B.internal"
+    assert flow.checkpoints_topic == "A.checkpoints.internal"
+    assert config.enabled_flows({"A"}) == []
+
+
+def test_offset_syncs_on_the_target() -> None:
+    config = MirrorConfig.from_properties(
+        {
+            "clusters": "A,B",
+            "A.bootstrap.servers": "a:1",
+            "B.bootstrap.servers": "b:1",
+            "offset-syncs.topic.location": "target",
+            "replication.policy.class": "IdentityReplicationPolicy",
+        }
+    )
+    flow = config.flows[0]
+    assert flow.offset_syncs_cluster.alias == "B"
+    assert flow.offset_syncs_topic == "mm2-offset-syncs.A.internal"
+    assert isinstance(flow.policy, IdentityReplicationPolicy)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"A->B.enabled": "yes"}, "A->B.enabled = 'yes': must be true or false"),
+        ({"emit.checkpoints.interval.seconds": "0"}, "must be at least 1"),
+        ({"A->B.topics": "orders("}, "'orders(' is not a regular expression"),
+        ({"A->C.enabled": "true"}, "A->C.enabled: 'A->C' is not a flow"),
+        ({"offset-syncs.topic.location": "middle"}, "must be one of source, target"),
+        ({"replication.policy.class": "x.Y"}, "replication.policy.class: 'x.Y' is not"),
+    ],
+)
+def test_bad_values_name_key_value_and_rule(extra: dict[str, str], message: str) -> None:
+    props = {"clusters": "A, B", "A.bootstrap.servers": "a:1", "B.bootstrap.servers": "b:1"}
+    with pytest.raises(MirrorConfigError, match=re.escape(message)):
+        MirrorConfig.from_properties({**props, **extra})
+
+
+def test_missing_clusters_and_servers() -> None:
+    with pytest.raises(MirrorConfigError, match="clusters: missing"):
+        MirrorConfig.from_properties({})
+    with pytest.raises(MirrorConfigError, match=r"B\.bootstrap\.servers: missing"):
+        MirrorConfig.from_properties({"clusters": "A,B", "A.bootstrap.servers": "a:1"})
