@@ -6,6 +6,6 @@ packages (`nox -s protocol`) runs without them.
 
 from importlib.util import find_spec
 
-pytest_plugins = (
+pytest_plugins = ["gregor_testing.builds"] + (
     ["gregor_testing.processes", "gregor_testing.cluster"] if find_spec("gregor.broker") else []
 )

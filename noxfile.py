@@ -29,17 +29,44 @@ TEST_DEPS = [
     "confluent-kafka>=2.4",
     "kio>=0.6",
     "xxhash>=3",  # kafka-python needs it to write the old lz4 frames of magic 0
+    "build>=1.2",  # PyPA's builder: the packaging tests build sdists and wheels as users do
 ]
 LINT_DEPS = ["ruff>=0.6"]
-TYPE_DEPS = ["mypy>=1.10"]
+TYPE_DEPS = ["mypy>=1.10", "types-setuptools"]  # setuptools: for the build helpers
+
+
+# gregor-protocol's wheel, for the builds of the packages that compile against its header.
+WHEELS = ROOT / ".nox" / "wheels"
 
 
 def install(session: nox.Session, *packages: str, extra: list[str] | None = None) -> None:
-    """Install Gregor packages from the working tree (editable) plus extra requirements."""
+    """Install Gregor packages from the working tree (editable) plus extra requirements.
+
+    gregor-storage and gregor-client build against gregor-protocol's C header: it is their
+    build requirement, which pip installs in an isolated build environment from a
+    gregor-protocol wheel built first into .nox/wheels (it is on no package index), as a
+    user building from a checkout does (README.md).
+    """
     args: list[str] = []
+    if set(packages) - {"protocol"}:
+        _protocol_wheel(session)
+        args += ["--find-links", str(WHEELS)]
     for name in packages:
         args += ["-e", str(ROOT / "packages" / name)]
     session.install(*args, *(extra or []))
+
+
+_wheels_built: set[str] = set()
+
+
+def _protocol_wheel(session: nox.Session) -> None:
+    # Once per nox run and interpreter: it is rebuilt from the working tree on each run.
+    if str(session.python) not in _wheels_built:
+        protocol = str(ROOT / "packages" / "protocol")
+        session.run_install(
+            "python", "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(WHEELS), protocol
+        )
+        _wheels_built.add(str(session.python))
 
 
 def pytest(session: nox.Session, *paths: str) -> None:

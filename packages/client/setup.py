@@ -1,25 +1,25 @@
 """The optional C accelerator of the producer's per-record path (Accumulator.append).
 
 Everything else about the distribution is in pyproject.toml. The extension is optional:
-without a compiler the build goes on, and accumulator.py uses its pure-Python path. It
-builds against gregor-protocol's _produced_batch.h (the same monorepo) and calls that
-package's extension through a capsule at run time.
+without a compiler the build goes on with a warning, and accumulator.py uses its
+pure-Python path. It compiles against gregor-protocol's header (a build requirement, found
+with `gregor.protocol.get_include()`) and calls that package's extension through a capsule
+at run time.
 """
 
-from pathlib import Path
+from setuptools import setup
 
-from setuptools import Extension, setup
-
-PROTOCOL_SOURCES = Path("..", "protocol", "src", "gregor", "protocol")
+from gregor.protocol import get_include
+from gregor.protocol.building import BuildExt, OptionalExtension
 
 setup(
+    cmdclass={"build_ext": BuildExt},
     ext_modules=[
-        Extension(
+        OptionalExtension(
             "gregor.client.producer._accumulate",
             ["src/gregor/client/producer/_accumulate.c"],
-            include_dirs=[str(PROTOCOL_SOURCES)],
-            depends=[str(PROTOCOL_SOURCES / "_produced_batch.h")],
-            optional=True,
+            fallback="gregor-client's produce() (Accumulator.append, ProducerCore.append_record)",
+            include_dirs=[get_include()],
         )
-    ]
+    ],
 )

@@ -1,6 +1,6 @@
 """`pip install gregor-client` alone is enough: build the gregor-client wheel (and
-gregor-protocol's, which it needs), install them in a fresh venv with nothing else of Gregor,
-and run a produce and consume round trip against a real broker from there."""
+gregor-protocol's, which it needs) as a user does, install them in a fresh venv with nothing
+else of Gregor, and run a produce and consume round trip against a real broker from there."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import json
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from gregor.broker.devcluster import LocalCluster
+from gregor_testing.builds import Built, fresh_venv, run
 from gregor_testing.cluster import create_topic, unique_topic
-
-ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.slow
 
@@ -39,36 +39,13 @@ ROUND_TRIP = textwrap.dedent(
 )
 
 
-def run(*args: str | Path, cwd: Path | None = None) -> str:
-    done = subprocess.run(
-        [str(a) for a in args], capture_output=True, text=True, timeout=900, cwd=cwd, check=False
-    )
-    assert done.returncode == 0, f"{args}:\n{done.stdout}\n{done.stderr}"
-    return done.stdout
-
-
-def test_the_client_wheel_works_alone(tmp_path: Path, shared_cluster: LocalCluster) -> None:
-    wheels = tmp_path / "wheels"
-    run(
-        sys.executable,
-        "-m",
-        "pip",
-        "wheel",
-        "--no-deps",
-        "--quiet",
-        "-w",
-        wheels,
-        ROOT / "packages" / "protocol",
-        ROOT / "packages" / "client",
-    )
-    built = sorted(p.name.split("-")[0] for p in wheels.glob("*.whl"))
-    assert built == ["gregor_client", "gregor_protocol"]
-    venv = tmp_path / "venv"
-    run(sys.executable, "-m", "venv", venv)
-    python = venv / "bin" / "python"
-    run(python, "-m", "pip", "install", "--quiet", *sorted(wheels.glob("*.whl")))
-    installed = run(python, "-m", "pip", "list", "--format=json")
-    names = {p["name"] for p in json.loads(installed)}
+def test_the_client_wheel_works_alone(
+    tmp_path: Path, shared_cluster: LocalCluster, distributions: Callable[[str], Built]
+) -> None:
+    wheel = distributions("client").wheel
+    python = fresh_venv(tmp_path / "venv", wheel, links=wheel.parent)
+    installed = run(sys.executable, "-m", "pip", "--python", python, "list", "--format=json")
+    names = {p["name"] for p in json.loads(installed.stdout)}
     assert {"gregor-client", "gregor-protocol", "trio", "attrs"} <= names
     assert not {n for n in names if n.startswith("gregor-")} - {"gregor-client", "gregor-protocol"}
     for absent in ("gregor.broker", "gregor.storage"):
@@ -84,10 +61,10 @@ def test_the_client_wheel_works_alone(tmp_path: Path, shared_cluster: LocalClust
         "from gregor.client.producer import accumulator; print(accumulator._native_append)",
         cwd=tmp_path,
     )
-    assert "built-in function append" in native
+    assert "built-in function append" in native.stdout
     topic = unique_topic("wheel")
     create_topic(shared_cluster, topic, partitions=1, replication_factor=3)
     script = tmp_path / "round_trip.py"
     script.write_text(ROUND_TRIP)
-    out = run(python, script, shared_cluster.bootstrap_servers, topic, cwd=tmp_path)
+    out = run(python, script, shared_cluster.bootstrap_servers, topic, cwd=tmp_path).stdout
     assert json.loads(out) == [[i, f"key-{i}", f"value-{i}"] for i in range(10)]
