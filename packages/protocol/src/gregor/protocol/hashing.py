@@ -13,12 +13,12 @@ The partitioner itself (sticky batching of keyless records, ...) belongs to the 
 
 from __future__ import annotations
 
-import importlib
-import os
 import random
 import struct
 import zlib
 from collections.abc import Callable
+
+from gregor.protocol.native import native_function
 
 _SEED = 0x9747B28C
 _M = 0x5BD1E995
@@ -48,15 +48,8 @@ def _murmur2_py(data: bytes) -> int:
 
 
 def _load_murmur2() -> Callable[[bytes], int]:
-    if not os.environ.get("GREGOR_NO_EXTENSIONS"):
-        try:
-            speedups = importlib.import_module("gregor.protocol._records_speedups")
-        except ImportError:
-            pass
-        else:
-            native: Callable[[bytes], int] = speedups.murmur2
-            return native
-    return _murmur2_py
+    native: Callable[[bytes], int] | None = native_function("murmur2")
+    return native or _murmur2_py
 
 
 # The Java client's murmur2 of a key, as a signed 32-bit int (C when it was built).

@@ -29,8 +29,6 @@ when it was built; the pure-Python ones below are the reference and the fallback
 
 from __future__ import annotations
 
-import importlib
-import os
 import struct
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -487,14 +485,10 @@ def _decode_records_py(
 
 _decode_records = _decode_records_py
 _decode_records_c: Any = None
-if not os.environ.get("GREGOR_NO_EXTENSIONS"):
-    try:
-        _speedups = importlib.import_module("gregor.protocol._records_speedups")
-    except ImportError:
-        pass
-    else:
-        _decode_records_c = _speedups.make_decoder(Record, CorruptRecordError)
-        _decode_records = _decode_records_c
+_make_decoder = native_function("make_decoder")
+if _make_decoder is not None:
+    _decode_records_c = _make_decoder(Record, CorruptRecordError)
+    _decode_records = _decode_records_c
 
 
 class RecordBatch:
