@@ -45,14 +45,14 @@ def install(session: nox.Session, *packages: str, extra: list[str] | None = None
     gregor-storage and gregor-client build against gregor-protocol's C header: it is their
     build requirement, which pip installs in an isolated build environment from a
     gregor-protocol wheel built first into .nox/wheels (it is on no package index), as a
-    user building from a checkout does (README.md).
+    user building from a checkout does (README.md). gregor-protocol comes with every codec.
     """
     args: list[str] = []
     if set(packages) - {"protocol"}:
         _protocol_wheel(session)
         args += ["--find-links", str(WHEELS)]
     for name in packages:
-        args += ["-e", str(ROOT / "packages" / name)]
+        args += ["-e", f"{ROOT / 'packages' / name}{'[all]' if name == 'protocol' else ''}"]
     session.install(*args, *(extra or []))
 
 

@@ -22,6 +22,9 @@ from typing import Any, ClassVar, Self, TypeVar
 
 import attrs
 
+from gregor.protocol import compression
+from gregor.protocol.errors import UnsupportedCompressionTypeError
+
 T = TypeVar("T")
 
 _client_ids = itertools.count(1)
@@ -104,6 +107,16 @@ def read_choice(*choices: str) -> Reader:
         raise ValueError(f"must be one of {', '.join(choices)}")
 
     return read
+
+
+def read_compression_type(value: Any) -> str:
+    """A codec name whose library is installed (the codecs but gzip are optional extras)."""
+    name: str = read_choice(*(codec.name.lower() for codec in compression.Compression))(value)
+    try:
+        compression.require(compression.Compression[name.upper()])
+    except UnsupportedCompressionTypeError as exc:
+        raise ValueError(str(exc)) from None
+    return name
 
 
 def read_acks(value: Any) -> int:
@@ -343,8 +356,8 @@ class ProducerConfig(ClientConfig):
     compression_type: str = setting(
         "compression.type",
         "none",
-        read_choice("none", "gzip", "snappy", "lz4", "zstd"),
-        "none, gzip, snappy, lz4 or zstd",
+        read_compression_type,
+        "none, gzip, snappy, lz4 or zstd (all but none and gzip need the extra of that name)",
     )
     max_in_flight_requests_per_connection: int = setting(
         "max.in.flight.requests.per.connection",

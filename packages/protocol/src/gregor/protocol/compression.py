@@ -15,18 +15,21 @@ What each writer puts on the wire, and what this module therefore reads:
 
 Decompression is bounded: output beyond `max_size` raises instead of exhausting memory, so
 a forged size field or a decompression bomb costs an exception, not the process.
+
+gzip is in the standard library. The other codecs' libraries are optional extras
+(`gregor-protocol[snappy]`, `[lz4]`, `[zstd]`, `[all]`, the same on gregor-client): each
+is imported on first use, and a codec whose library is missing raises
+`UnsupportedCompressionTypeError` naming the extra to install.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 import struct
 import zlib
 from enum import IntEnum
-
-import lz4.block
-import lz4.frame
-import snappy
-import zstandard
+from typing import Any
 
 from gregor.protocol.errors import CorruptRecordError, UnsupportedCompressionTypeError
 
@@ -61,6 +64,33 @@ _LZ4_WINDOW = 64 * 1024  # linked blocks may refer this far back
 _U32LE = struct.Struct("<I")
 _ZSTD_STEP = 4096
 
+# The library of each optional codec: (module, distribution, extra).
+_LIBRARIES = {
+    "snappy": ("snappy", "python-snappy", "snappy"),
+    "lz4": ("lz4.block", "lz4", "lz4"),
+    "zstd": ("zstandard", "zstandard", "zstd"),
+}
+
+
+@functools.cache
+def _library(codec: str) -> Any:
+    module, distribution, extra = _LIBRARIES[codec]
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise UnsupportedCompressionTypeError(
+            f"{codec} compression needs the {distribution} package, which is not installed: "
+            f"pip install 'gregor-client[{extra}]' (or gregor-protocol[{extra}])"
+        ) from exc
+
+
+def require(codec: Compression | int) -> None:
+    """Raise `UnsupportedCompressionTypeError` (naming the extra to install) when the
+    library of `codec` is missing; a producer checks its compression.type up front."""
+    name = Compression(codec).name.lower()
+    if name in _LIBRARIES:
+        _library(name)
+
 
 def compress(
     codec: Compression | int, data: bytes | bytearray | memoryview, magic: int = 2
@@ -78,7 +108,8 @@ def compress(
     if codec == Compression.ZSTD:
         if magic < 2:
             raise UnsupportedCompressionTypeError("zstd needs message format v2 (magic 2)")
-        return zstandard.ZstdCompressor(level=_ZSTD_LEVEL).compress(data)
+        compressed: bytes = _library("zstd").ZstdCompressor(level=_ZSTD_LEVEL).compress(data)
+        return compressed
     raise UnsupportedCompressionTypeError(f"unknown compression codec {codec}")
 
 
@@ -99,7 +130,7 @@ def decompress(
             return _zstd_decompress(data, max_size)
         if codec == Compression.NONE:
             return bytes(data)
-    except CorruptRecordError:
+    except (CorruptRecordError, UnsupportedCompressionTypeError):
         raise
     except Exception as exc:  # each library has its own error types (and some raise bare ones)
         name = Compression(codec).name.lower()
@@ -143,7 +174,7 @@ def _snappy_block(block: bytes | memoryview, room: int, max_size: int) -> bytes:
         raise CorruptRecordError("snappy block length is not a valid varint")
     if length > room:
         raise _too_large(max_size)
-    result: bytes = snappy.uncompress(bytes(block))
+    result: bytes = _library("snappy").uncompress(bytes(block))
     return result
 
 
@@ -168,6 +199,7 @@ def _snappy_decompress(data: bytes | bytearray | memoryview, max_size: int) -> b
 
 
 def _xerial_compress(data: bytes | bytearray | memoryview) -> bytes:
+    snappy = _library("snappy")
     view = memoryview(data)
     parts = [_XERIAL_HEADER]
     for start in range(0, len(view), _XERIAL_BLOCK):
@@ -222,10 +254,11 @@ def _lz4_compress(data: bytes | bytearray | memoryview, broken_header_checksum: 
         (xxh32(header) >> 8) & 0xFF if broken_header_checksum else _lz4_header_checksum(header)
     )
     parts = [header, bytes((checksum,))]
+    lz4_block = _library("lz4")
     view = memoryview(data)
     for start in range(0, len(view), _LZ4_WINDOW):
         chunk = bytes(view[start : start + _LZ4_WINDOW])
-        block = lz4.block.compress(chunk, store_size=False)
+        block = lz4_block.compress(chunk, store_size=False)
         if len(block) >= len(chunk):  # incompressible: stored as is, flagged by the high bit
             parts += (_U32LE.pack(len(chunk) | _LZ4_UNCOMPRESSED), chunk)
         else:
@@ -256,6 +289,7 @@ def _lz4_decompress(data: bytes | bytearray | memoryview, max_size: int) -> byte
     if view[pos] not in (_lz4_header_checksum(header), (xxh32(header) >> 8) & 0xFF):
         raise CorruptRecordError("lz4 frame header checksum does not match")
     pos += 1
+    lz4_block = _library("lz4")
     out = bytearray()
     while True:
         if pos + 4 > len(view):
@@ -274,9 +308,9 @@ def _lz4_decompress(data: bytes | bytearray | memoryview, max_size: int) -> byte
             out += block
         elif linked and out:
             window = bytes(out[-_LZ4_WINDOW:])
-            out += lz4.block.decompress(block, uncompressed_size=block_max, dict=window)
+            out += lz4_block.decompress(block, uncompressed_size=block_max, dict=window)
         else:
-            out += lz4.block.decompress(block, uncompressed_size=block_max)
+            out += lz4_block.decompress(block, uncompressed_size=block_max)
         if len(out) > max_size:
             raise _too_large(max_size)
     # A content checksum (4 bytes) may follow the end mark; the CRC of the batch covers it.
@@ -286,6 +320,7 @@ def _lz4_decompress(data: bytes | bytearray | memoryview, max_size: int) -> byte
 def _zstd_decompress(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
     # Input goes in small steps so that output is checked against the bound as it grows
     # (a step of compressed input can expand a thousandfold, never without limit).
+    zstandard = _library("zstd")
     view = memoryview(data)
     out = bytearray()
     pos = 0
