@@ -11,7 +11,7 @@ from pathlib import Path
 
 import nox
 
-nox.options.sessions = ["lint", "typecheck", "tests"]
+nox.options.sessions = ["lint", "typecheck", "tests", "unit_pure"]
 nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = True
 
@@ -37,6 +37,8 @@ TYPE_DEPS = ["mypy>=1.10", "types-setuptools"]  # setuptools: for the build help
 
 # gregor-protocol's wheel, for the builds of the packages that compile against its header.
 WHEELS = ROOT / ".nox" / "wheels"
+# Skip the C extensions at run time: each module takes its pure-Python reference.
+NO_EXTENSIONS = {"GREGOR_NO_EXTENSIONS": "1"}
 
 
 def install(session: nox.Session, *packages: str, extra: list[str] | None = None) -> None:
@@ -69,13 +71,13 @@ def _protocol_wheel(session: nox.Session) -> None:
         _wheels_built.add(str(session.python))
 
 
-def pytest(session: nox.Session, *paths: str) -> None:
+def pytest(session: nox.Session, *paths: str, env: dict[str, str] | None = None) -> None:
     # A package with no tests yet has no tests/ folder in a clean checkout (git keeps no
     # empty folders); pytest would fail on the missing path.
     present = [path for path in paths if any((ROOT / path).glob("*"))]
     if not present:
         session.skip(f"no tests: {', '.join(paths)} holds none yet")
-    session.run("pytest", *present, *session.posargs)
+    session.run("pytest", *present, *session.posargs, env=env)
 
 
 @nox.session
@@ -83,6 +85,21 @@ def tests(session: nox.Session) -> None:
     """Every package's unit tests, then the cross-package suites in tests/."""
     install(session, *PACKAGES, extra=TEST_DEPS)
     pytest(session, *[f"packages/{name}/tests" for name in PACKAGES], "tests")
+
+
+@nox.session
+def unit_pure(session: nox.Session) -> None:
+    """Every package's unit tests on the pure-Python references (GREGOR_NO_EXTENSIONS=1), so
+    that the references of the C twins cannot rot (in the default run)."""
+    install(session, *PACKAGES, extra=TEST_DEPS)
+    pytest(session, *[f"packages/{name}/tests" for name in PACKAGES], env=NO_EXTENSIONS)
+
+
+@nox.session
+def tests_pure(session: nox.Session) -> None:
+    """The whole suite of `tests` on the pure-Python references (GREGOR_NO_EXTENSIONS=1)."""
+    install(session, *PACKAGES, extra=TEST_DEPS)
+    pytest(session, *[f"packages/{name}/tests" for name in PACKAGES], "tests", env=NO_EXTENSIONS)
 
 
 def package_session(name: str) -> None:
@@ -137,7 +154,7 @@ def fuzz_records(session: nox.Session) -> None:
     fuzz = "packages/protocol/tests/test_fuzz_records.py"
     scale = {"GREGOR_FUZZ_SCALE": "50"}
     session.run("pytest", fuzz, *session.posargs, env=scale)
-    session.run("pytest", fuzz, *session.posargs, env={**scale, "GREGOR_NO_EXTENSIONS": "1"})
+    session.run("pytest", fuzz, *session.posargs, env={**scale, **NO_EXTENSIONS})
 
 
 @nox.session
