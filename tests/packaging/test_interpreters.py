@@ -32,7 +32,7 @@ CHOICES = textwrap.dedent(
         "murmur2": hashing.murmur2 is not hashing._murmur2_py,
         "accumulator": accumulator._native_append is not None,
         "producer core": core._native_append_record is not None,
-        "storage append": fast_append.append_produced is not LogSegment.append_produced,
+        "storage append": fast_append.segment_fast_append is not LogSegment.fast_append,
     }
     print(sorted(name for name, native in chosen.items() if native))
     """
