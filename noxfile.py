@@ -1,7 +1,8 @@
 """Every way to build, test, benchmark and run Gregor.
 
-`nox` with no arguments runs what CI runs: lint, typecheck and tests. Sessions install the
-packages from this working tree (editable), so a fresh machine needs only `infra/setup.sh`.
+`nox` with no arguments runs what CI runs: lint, typecheck, tests and unit_pure. Sessions
+install the packages from this working tree (editable), so a fresh machine needs only
+`infra/setup.sh`.
 """
 
 from __future__ import annotations

@@ -357,7 +357,7 @@ class ProducerConfig(ClientConfig):
         "compression.type",
         "none",
         read_compression_type,
-        "none, gzip, snappy, lz4 or zstd (all but none and gzip need the extra of that name)",
+        "none, gzip, snappy, lz4 or zstd (the last three need gregor-client's extra of that name)",
     )
     max_in_flight_requests_per_connection: int = setting(
         "max.in.flight.requests.per.connection",
