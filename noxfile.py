@@ -204,3 +204,15 @@ def bench_client(session: nox.Session) -> None:
         extra=["kafka-python>=2.0.2", "aiokafka>=0.11", "confluent-kafka>=2.4", "kazoo>=2.9"],
     )
     session.run("python", "bench/bench_client.py", *session.posargs)
+
+
+@nox.session
+def spark_etl_faults(session: nox.Session) -> None:
+    """gregor-etl killed (SIGKILL) 5 times while a million records are produced, then
+    checked for every record exactly once (GREGOR_ETL_RECORDS, GREGOR_ETL_KILLS)."""
+    install(session, *PACKAGES, extra=TEST_DEPS)
+    env = {
+        "GREGOR_ETL_RECORDS": os.environ.get("GREGOR_ETL_RECORDS", "1000000"),
+        "GREGOR_ETL_KILLS": os.environ.get("GREGOR_ETL_KILLS", "5"),
+    }
+    session.run("pytest", "tests/spark/test_etl.py", "--timeout=3600", *session.posargs, env=env)

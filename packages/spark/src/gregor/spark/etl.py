@@ -1,0 +1,339 @@
+"""gregor-etl: topics into a Parquet warehouse, each record exactly once across crashes.
+
+    gregor-etl --bootstrap-servers B --topics T1,T2 --warehouse PATH [--master URL]
+               [--partition-by date,hour] [--value-format raw|json --schema FILE]
+               [--max-records-per-batch N] [--group G]
+
+One Structured Streaming query per topic, run with Trigger.AvailableNow: it reads what the
+topic holds now through the `gregor` source and stops. Spark is the engine; this module only
+wires the query. Exactly once rests on offsets kept with the output (the Hadoop load of the
+Kafka paper, which needs no transactions from the broker):
+
+- the query's checkpoint (PATH/_checkpoints/<topic>) holds the offsets of each micro-batch
+  before it runs, and the file sink's log (PATH/<topic>/_spark_metadata) lists the files of
+  each batch once they are all written; a rerun redoes a batch whose files were never
+  listed and skips one that was;
+- files a killed attempt left behind, listed nowhere, are deleted before the rerun starts,
+  so any Parquet reader (pyarrow, Hive, Trino) sees each record once, not only Spark.
+
+Tables are Hive-style: PATH/<topic>/date=YYYY-MM-DD/hour=HH/part-*.parquet. With
+--value-format json, the value's fields (--schema: a Spark DDL string or a JSON schema file)
+become columns, and a value that does not parse goes to PATH/_rejected/<topic> with its
+topic, partition, offset and the reason. After every committed batch the group's offsets
+(--group, default gregor-etl) are committed to the cluster, so Kafka tools show the lag.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gregor.client import Consumer, TopicPartition
+from gregor.spark.planning import INTERNAL_TOPICS, from_json_offsets
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+CHECKPOINTS = "_checkpoints"
+REJECTED = "_rejected"
+CORRUPT = "_corrupt_record"
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="gregor-etl", description="Topics into a Parquet warehouse, exactly once."
+    )
+    parser.add_argument("--bootstrap-servers", required=True)
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--topics", help="comma-separated topic names")
+    which.add_argument("--pattern", help="a regex that whole topic names match")
+    parser.add_argument("--warehouse", required=True, type=Path)
+    parser.add_argument("--master", default="local[*]")
+    parser.add_argument("--partition-by", default="date,hour")
+    parser.add_argument("--value-format", choices=("raw", "json"), default="raw")
+    parser.add_argument("--schema", help="the JSON values' schema: a file (Spark DDL or JSON)")
+    parser.add_argument("--max-records-per-batch", type=int, default=None)
+    parser.add_argument("--group", default="gregor-etl")
+    parser.add_argument(
+        "--kafka-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="another client option (repeatable), e.g. security.protocol=SSL",
+    )
+    args = parser.parse_args(argv)
+    if args.value_format == "json" and not args.schema:
+        parser.error("--value-format json needs --schema")
+    partition_by = [p.strip() for p in args.partition_by.split(",") if p.strip()]
+    unknown = [p for p in partition_by if p not in ("date", "hour")]
+    if unknown:
+        parser.error(f"--partition-by takes date and hour, not {', '.join(unknown)}")
+    args.partition_by = partition_by
+    if args.max_records_per_batch is not None and args.max_records_per_batch <= 0:
+        parser.error("--max-records-per-batch must be positive")
+    return args
+
+
+def client_options(args: argparse.Namespace) -> dict[str, str]:
+    config = {"bootstrap.servers": args.bootstrap_servers}
+    for item in args.kafka_option:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"gregor-etl: --kafka-option needs KEY=VALUE, not {item!r}")
+        config[key.strip()] = value.strip()
+    return config
+
+
+def topics_to_load(args: argparse.Namespace, consumer: Consumer) -> list[str]:
+    existing = consumer.list_topics()
+    if args.topics:
+        wanted = [t.strip() for t in args.topics.split(",") if t.strip()]
+        missing = [t for t in wanted if t not in existing]
+        if missing:
+            raise SystemExit(f"gregor-etl: no such topics: {', '.join(missing)}")
+        return wanted
+    return sorted(t for t in existing if t not in INTERNAL_TOPICS and re.fullmatch(args.pattern, t))
+
+
+# -- the exactly-once bookkeeping ---------------------------------------------------------
+
+
+def committed_files(table: Path) -> set[str]:
+    """The data files the file sink's log lists as written (absolute paths)."""
+    log = table / "_spark_metadata"
+    files: set[str] = set()
+    if not log.is_dir():
+        return files
+    for entry in sorted(log.iterdir(), key=lambda p: p.name):
+        if not entry.name.split(".")[0].isdigit():
+            continue  # the log's temporary files
+        for line in entry.read_text().splitlines()[1:]:  # after the version line
+            record = json.loads(line)
+            path = record["path"].removeprefix("file://")
+            if record.get("action") == "delete":
+                files.discard(path)
+            else:
+                files.add(path)
+    return files
+
+
+def remove_uncommitted(table: Path) -> list[Path]:
+    """Delete the data files no committed batch lists: what a killed attempt left."""
+    if not table.is_dir():
+        return []
+    listed = committed_files(table)
+    removed = []
+    for path in table.rglob("*.parquet"):
+        if "_spark_metadata" in path.parts or str(path) in listed:
+            continue
+        path.unlink()
+        removed.append(path)
+    for crc in table.rglob(".*.parquet.crc"):  # Hadoop's checksum files of removed parts
+        if not crc.with_name(crc.name[1:].removesuffix(".crc")).exists():
+            crc.unlink()
+    return removed
+
+
+def checkpoint_offsets(checkpoint: Path) -> dict[tuple[str, int], int] | None:
+    """The end offsets of the last batch the query committed (None: none yet)."""
+    commits = checkpoint / "commits"
+    done = [int(p.name) for p in commits.iterdir() if p.name.isdigit()] if commits.is_dir() else []
+    if not done:
+        return None
+    lines = (checkpoint / "offsets" / str(max(done))).read_text().splitlines()
+    return from_json_offsets(json.loads(lines[-1]))
+
+
+def commit_group(consumer: Consumer, offsets: Mapping[tuple[str, int], int]) -> None:
+    consumer.commit({TopicPartition(t, p): o for (t, p), o in offsets.items()})
+
+
+# -- the Spark side -----------------------------------------------------------------------
+
+
+def spark_session(master: str) -> SparkSession:
+    from pyspark.sql import SparkSession
+
+    from gregor.spark import register
+
+    spark = (
+        SparkSession.builder.master(master)
+        .appName("gregor-etl")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )
+    register(spark)
+    return spark
+
+
+def value_schema(spec: str) -> Any:
+    """--schema: a file holding Spark DDL or a JSON schema (StructType.jsonValue())."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    text = Path(spec).read_text().strip()
+    if text.startswith("{"):
+        schema = StructType.fromJson(json.loads(text))
+    else:
+        parsed = StructType.fromDDL(text)
+        assert isinstance(parsed, StructType)
+        schema = parsed
+    return StructType([*schema.fields, StructField(CORRUPT, StringType())])
+
+
+def start_queries(
+    spark: SparkSession,
+    args: argparse.Namespace,
+    topic: str,
+    client: Mapping[str, str],
+) -> list[StreamingQuery]:
+    from pyspark.sql import functions as F
+
+    reader = spark.readStream.format("gregor").option("subscribe", topic)
+    reader = reader.option("startingOffsets", "earliest").option("includeHeaders", "true")
+    for key, value in client.items():
+        reader = reader.option(f"kafka.{key}", value)
+    if args.max_records_per_batch:
+        reader = reader.option("maxOffsetsPerTrigger", str(args.max_records_per_batch))
+    records = reader.load()
+    parts = {
+        "date": F.date_format("timestamp", "yyyy-MM-dd"),
+        "hour": F.date_format("timestamp", "HH"),
+    }
+    for name in args.partition_by:
+        records = records.withColumn(name, parts[name])
+    warehouse: Path = args.warehouse
+    outputs: list[tuple[str, DataFrame, list[str]]] = []
+    if args.value_format == "json":
+        schema = value_schema(args.schema)
+        parsed = records.withColumn(
+            "_parsed",
+            F.from_json(
+                F.col("value").cast("string"),
+                schema,
+                {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT},
+            ),
+        )
+        bad = F.col("value").isNotNull() & (
+            F.col(f"_parsed.{CORRUPT}").isNotNull() | F.col("_parsed").isNull()
+        )
+        fields = [f"_parsed.{f.name}" for f in schema.fields if f.name != CORRUPT]
+        good = parsed.where(~bad).select(*records.columns, *fields)
+        rejected = parsed.where(bad).select(
+            "topic",
+            "partition",
+            "offset",
+            "timestamp",
+            "value",
+            F.lit(f"value is not JSON of the schema {args.schema}").alias("error"),
+        )
+        outputs = [(topic, good, args.partition_by), (f"{REJECTED}/{topic}", rejected, [])]
+    else:
+        outputs = [(topic, records, args.partition_by)]
+    queries = []
+    for name, frame, partition_by in outputs:
+        table = warehouse / name
+        remove_uncommitted(table)
+        writer = (
+            frame.writeStream.format("parquet")
+            .option("path", str(table))
+            .option("checkpointLocation", str(warehouse / CHECKPOINTS / name))
+            .trigger(availableNow=True)
+            .queryName(name.replace("/", "_"))
+        )
+        if partition_by:
+            writer = writer.partitionBy(*partition_by)
+        queries.append(writer.start())
+    return queries
+
+
+def run(args: argparse.Namespace) -> int:
+    from pyspark.sql.streaming.listener import StreamingQueryListener
+
+    client = client_options(args)
+    group = Consumer({**client, "group.id": args.group, "enable.auto.commit": "false"})
+    try:
+        topics = topics_to_load(args, group)
+        if not topics:
+            print("gregor-etl: no topics to load", flush=True)
+            return 0
+        spark = spark_session(args.master)
+        warehouse: Path = args.warehouse
+        started = time.monotonic()
+        totals: dict[str, int] = dict.fromkeys(topics, 0)
+
+        class Progress(StreamingQueryListener):
+            def onQueryStarted(self, event: Any) -> None:
+                pass
+
+            def onQueryProgress(self, event: Any) -> None:
+                progress = event.progress
+                name = progress.name or ""
+                if name.startswith(REJECTED):
+                    return
+                for source in progress.sources:
+                    if not source.endOffset:
+                        continue
+                    end = from_json_offsets(json.loads(source.endOffset))
+                    latest = from_json_offsets(json.loads(source.latestOffset or "{}"))
+                    lag = sum(max(latest.get(tp, o) - o, 0) for tp, o in end.items())
+                    totals[name] = totals.get(name, 0) + progress.numInputRows
+                    commit_group(group, end)
+                    print(
+                        f"gregor-etl: {name}: batch {progress.batchId}: "
+                        f"{progress.numInputRows} records, {totals[name]} this run, "
+                        f"lag {lag}",
+                        flush=True,
+                    )
+
+            def onQueryIdle(self, event: Any) -> None:
+                pass
+
+            def onQueryTerminated(self, event: Any) -> None:
+                pass
+
+        listener = Progress()
+        spark.streams.addListener(listener)
+        queries = [q for topic in topics for q in start_queries(spark, args, topic, client)]
+        failed = []
+        for query in queries:
+            query.awaitTermination()
+            if query.exception() is not None:
+                failed.append(f"{query.name}: {query.exception()}")
+        spark.streams.removeListener(listener)
+        # The group's offsets follow the checkpoints, also when this run found nothing new
+        # (a crash may have come between a batch and its group commit).
+        for topic in topics:
+            offsets = checkpoint_offsets(warehouse / CHECKPOINTS / topic)
+            if offsets:
+                commit_group(group, offsets)
+            ends = group.end_offsets([TopicPartition(t, p) for t, p in offsets or {}])
+            lag = sum(ends[TopicPartition(*tp)] - o for tp, o in (offsets or {}).items())
+            print(
+                f"gregor-etl: {topic}: {totals.get(topic, 0)} records loaded this run, "
+                f"lag {lag}, table {warehouse / topic}",
+                flush=True,
+            )
+        print(f"gregor-etl: done in {time.monotonic() - started:.1f} s", flush=True)
+        if failed:
+            print("gregor-etl: failed: " + "; ".join(failed), file=sys.stderr, flush=True)
+            return 1
+        spark.stop()
+        return 0
+    finally:
+        group.close(commit=False)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    sys.exit(run(parse_args(argv)))
+
+
+if __name__ == "__main__":
+    main()
