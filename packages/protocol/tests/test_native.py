@@ -28,10 +28,14 @@ def implementation(name: str) -> types.SimpleNamespace:
     return types.SimpleNamespace(**{**vars(sys.implementation), "name": name})
 
 
-def test_this_interpreter_is_supported() -> None:
+def test_this_interpreter_is_judged_by_its_implementation_version_and_gil() -> None:
     first, last = native.SUPPORTED_CPYTHON
-    assert sys.implementation.name == "cpython" and first <= sys.version_info[:2] <= last
-    assert native.unsupported_interpreter() is None
+    supported = (
+        sys.implementation.name == "cpython"
+        and first <= sys.version_info[:2] <= last
+        and getattr(sys, "_is_gil_enabled", lambda: True)()
+    )
+    assert (native.unsupported_interpreter() is None) == supported
 
 
 @pytest.mark.parametrize(
