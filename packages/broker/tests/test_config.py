@@ -101,6 +101,8 @@ def test_listeners_and_advertised_listeners() -> None:
             "replica.fetch.wait.max.ms: must not exceed replica.socket.timeout.ms (30000)",
         ),
         ({"log.retention.ms": "-5"}, "Invalid value '-5' for configuration log.retention.ms"),
+        ({"log.retention.hours": "x"}, "Invalid value 'x' for configuration log.retention.hours"),
+        ({"log.dirs": "/a,/a"}, "Invalid value '/a,/a' for configuration log.dirs"),
         (
             {"log.cleanup.policy": "tidy"},
             "Invalid value 'tidy' for configuration log.cleanup.policy",
