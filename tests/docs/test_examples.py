@@ -26,6 +26,7 @@ import pytest
 
 from gregor.broker.devcluster import LocalCluster
 from gregor.broker.properties import load_properties
+from gregor.client import Producer
 from gregor_testing.cluster import cluster_fixture, create_topic
 
 ROOT = Path(__file__).parents[2]
@@ -35,6 +36,15 @@ READMES = [
 ]
 README_BOOTSTRAP = "127.0.0.1:9092"
 TIMEOUT = 120.0
+# Spark's examples: its workers are this interpreter, and it listens on loopback only.
+EXAMPLE_ENV = {
+    "PYTHONUNBUFFERED": "1",
+    "PYSPARK_PYTHON": sys.executable,
+    "PYSPARK_DRIVER_PYTHON": sys.executable,
+    "SPARK_LOCAL_IP": "127.0.0.1",
+    "PYSPARK_SUBMIT_ARGS": "--conf spark.ui.enabled=false --conf spark.driver.host=127.0.0.1"
+    " --conf spark.driver.bindAddress=127.0.0.1 pyspark-shell",
+}
 PER_BROKER = {"broker.id", "listeners", "advertised.listeners", "zookeeper.connect", "log.dirs"}
 
 _SAMPLE = load_properties(ROOT / "infra" / "config" / "server.properties")
@@ -88,7 +98,7 @@ def _command(example: Example, path: Path) -> list[str]:
 def _run(example: Example, code: str, workdir: Path) -> str:
     """Run one block to its end (or to Ctrl-C); return its output, having checked it."""
     what = f"the {example.lang} example at line {example.line}"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, **EXAMPLE_ENV}
     ext = "py" if example.lang == "python" else "sh"
     command = _command(attrs.evolve(example, code=code), workdir / f"example.{ext}")
     if example.interrupt_after is None:
@@ -136,8 +146,13 @@ def _interrupted(
 
 @pytest.fixture(scope="module")
 def readme_cluster(examples_cluster: LocalCluster) -> LocalCluster:
-    """The cluster with the `demo` topic the main job creates (3 partitions, 3 replicas)."""
+    """The cluster with the topics the examples use: `demo`, which the main job creates, and
+    `orders` with a record, which the client README creates (so its second-run path is
+    what runs there) and the others read."""
     create_topic(examples_cluster, "demo", 3, 3)
+    create_topic(examples_cluster, "orders", 3, 3)
+    with Producer({"bootstrap.servers": examples_cluster.bootstrap_servers}) as producer:
+        producer.produce("orders", b'{"id": 0}', key=b"customer-0")  # for readers of orders
     return examples_cluster
 
 
