@@ -40,6 +40,7 @@ from gregor.broker.local_logs import LocalLogs
 from gregor.broker.metadata_cache import MetadataCache
 from gregor.broker.metrics import Metrics
 from gregor.broker.network import SocketServer
+from gregor.broker.producer_ids import ProducerIds
 from gregor.broker.replica_manager import ReplicaManager
 from gregor.broker.replicated_topic import ReplicatedTopic
 from gregor.broker.services import Services
@@ -85,6 +86,7 @@ class Broker:
             replica_manager=self.replica_manager,
             group_coordinator=self.group_coordinator,
             topic_creator=self.topic_creator,
+            producer_ids=ProducerIds(config.broker_id, self.zk.allocate_producer_id_block),
             controller=lambda: self.controller,
             cluster_id=lambda: self.cluster_id,
             broker_epoch=lambda: self.broker_epoch,

@@ -21,6 +21,7 @@ from gregor.broker.coordinator.group import GroupCoordinator
 from gregor.broker.local_logs import LocalLogs
 from gregor.broker.metadata_cache import MetadataCache
 from gregor.broker.metrics import Metrics
+from gregor.broker.producer_ids import ProducerIds
 from gregor.broker.replica_manager import ReplicaManager
 from gregor.broker.topic_creation import TopicCreator
 from gregor.broker.zk import KafkaZkClient, ReplicaAssignment, TopicPartition
@@ -57,6 +58,7 @@ class Services:
     replica_manager: ReplicaManager
     group_coordinator: GroupCoordinator
     topic_creator: TopicCreator
+    producer_ids: ProducerIds
     _controller: Callable[[], ControllerAdmin]
     _cluster_id: Callable[[], str]
     _broker_epoch: Callable[[], int]

@@ -1,0 +1,50 @@
+"""InitProducerId: a producer id and epoch for an idempotent producer.
+
+Without a transactional id every request gets a new producer id at epoch 0, whatever id
+and epoch it names (v3+): Kafka's coordinator accepts such requests blindly too, and the
+producer's sequences start again at 0. The partition leaders check the sequences of its
+batches (gregor-storage's producer state): a retried batch among a producer's last five is
+answered with its original offsets, a gap is OUT_OF_ORDER_SEQUENCE_NUMBER, an older epoch
+INVALID_PRODUCER_EPOCH.
+
+Transactional ids need the transaction coordinator, which this broker does not have yet:
+such a request gets UNSUPPORTED_VERSION, so a transactional producer fails at once and says
+why rather than retrying. An empty transactional id is INVALID_REQUEST, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from gregor.broker.apis import RequestContext, handles
+from gregor.protocol.apis import ApiKey
+from gregor.protocol.apis.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from gregor.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+
+def _error(code: int) -> InitProducerIdResponse:
+    return InitProducerIdResponse(error_code=code, producer_id=-1, producer_epoch=-1)
+
+
+@handles(ApiKey.INIT_PRODUCER_ID, "0-5")
+async def init_producer_id(
+    ctx: RequestContext, request: InitProducerIdRequest, version: int
+) -> InitProducerIdResponse:
+    if request.transactional_id == "":
+        return _error(ErrorCode.INVALID_REQUEST)
+    if request.transactional_id is not None:
+        log.info(
+            "InitProducerId for transactional id %r from %s: transactions are not supported",
+            request.transactional_id,
+            ctx.connection_id,
+        )
+        return _error(ErrorCode.UNSUPPORTED_VERSION)
+    try:
+        producer_id = await ctx.services.producer_ids.next_id()
+    except Exception as exc:
+        # ZooKeeper unreachable or a bad znode: the producer asks again.
+        log.warning("cannot allocate a producer id: %s", exc)
+        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    return InitProducerIdResponse(producer_id=producer_id, producer_epoch=0)
