@@ -269,7 +269,11 @@ class Sender:
         )
         if error_class.invalid_metadata:
             self.client.request_update()
-        if error_class.retriable:
+        if error_class.retriable or (
+            code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+            and batch.base_sequence >= 0
+            and self.transactions.follows_unresolved(batch.tp, batch.base_sequence)
+        ):
             self._retry_or_fail(batch, error)
         else:
             self._fail_sent(batch, error)
@@ -310,6 +314,8 @@ class Sender:
         log_append_time: int = -1,
         error: KafkaError | None = None,
     ) -> None:
+        if batch.base_sequence >= 0:
+            self.transactions.resolved(batch.tp, batch.base_sequence, batch.count)
         batch.complete(base_offset, log_append_time, error)
         self.accumulator.completed([batch])
         if self.delivered is not None and batch.callbacks:

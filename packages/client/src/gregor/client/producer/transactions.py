@@ -74,6 +74,8 @@ class TransactionManager:
         self.state = TxnState.UNINITIALIZED
         self.fatal: KafkaError | None = None
         self._sequences: dict[TopicPartition, int] = {}
+        # Per partition: the sequence after the last batch that got its outcome.
+        self._resolved: dict[TopicPartition, int] = {}
         self._txn_partitions: set[TopicPartition] = set()
         self._coordinator: int | None = None
         self._init_lock = trio.Lock()
@@ -91,6 +93,15 @@ class TransactionManager:
         base = self._sequences.get(tp, 0)
         self._sequences[tp] = (base + count) % MAX_SEQUENCE
         return base
+
+    def resolved(self, tp: TopicPartition, base_sequence: int, count: int) -> None:
+        """A numbered batch got its outcome (written, or failed for good)."""
+        self._resolved[tp] = (base_sequence + count) % MAX_SEQUENCE
+
+    def follows_unresolved(self, tp: TopicPartition, base_sequence: int) -> bool:
+        """Whether a batch before this one has no outcome yet: it is being retried, so an
+        OUT_OF_ORDER_SEQUENCE_NUMBER for this one is retried too, as the Java client does."""
+        return base_sequence != self._resolved.get(tp, 0)
 
     # -- producer ids ----------------------------------------------------------------------
 
@@ -133,6 +144,7 @@ class TransactionManager:
                         self.producer_id = response.producer_id
                         self.producer_epoch = response.producer_epoch
                         self._sequences.clear()
+                        self._resolved.clear()
                         self.state = TxnState.READY
                         return
                     error = KafkaError.for_code(response.error_code)
