@@ -8,6 +8,9 @@ bounded by the coordinator's timeout) comes after, as a separate step. An error 
 the append (not the leader any more, the ISR below `min.insync.replicas`, a record too
 large) is the append's result. The broker's implementation is
 `gregor.broker.replicated_topic.ReplicatedTopic`; unit tests use the logs alone.
+
+Which partitions of the topic this broker leads, the broker announces to the coordinator's
+`on_leadership_change(led, resigned)` as `PartitionRole`s.
 """
 
 from __future__ import annotations
@@ -35,6 +38,19 @@ class TopicLog(Protocol):
 
     def leader_log(self, partition: int) -> Log | None:
         """The partition's log, if this broker leads it."""
+
+
+class PartitionRole(Protocol):
+    """What the broker announces of a partition whose leadership changed."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def is_leader(self) -> bool: ...
+    @property
+    def leader_epoch(self) -> int: ...
 
 
 class FailedWrite:

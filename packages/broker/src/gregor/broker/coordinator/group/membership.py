@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Protocol
 
 import attrs
 import trio
@@ -53,25 +52,12 @@ from gregor.broker.coordinator.group.results import (
 )
 from gregor.broker.coordinator.group.state import GroupState
 from gregor.broker.coordinator.timers import TimerQueue
-from gregor.broker.coordinator.topic_log import TopicLog
+from gregor.broker.coordinator.topic_log import PartitionRole, TopicLog
 from gregor.broker.topic_names import CONSUMER_OFFSETS
 from gregor.protocol.apis import ApiKey
 from gregor.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
-
-
-class PartitionRole(Protocol):
-    """What the coordinator needs of a partition whose leadership changed."""
-
-    @property
-    def topic(self) -> str: ...
-    @property
-    def partition(self) -> int: ...
-    @property
-    def leader_epoch(self) -> int: ...
-    @property
-    def is_leader(self) -> bool: ...
 
 
 class GroupCoordinator:

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
-from typing import Protocol
 
 import attrs
 import trio
 
+from gregor.broker.coordinator.topic_log import PartitionRole
 from gregor.broker.coordinator.transaction.config import TransactionConfig
 from gregor.broker.coordinator.transaction.manager import TransactionStateManager
 from gregor.broker.coordinator.transaction.markers import TxnMarkerChannel
@@ -41,19 +41,6 @@ from gregor.protocol.errors import ErrorCode
 log = logging.getLogger(__name__)
 
 ProducerIdAllocator = Callable[[], Awaitable[int]]
-
-
-class PartitionRole(Protocol):
-    """What the replica manager announces of a partition whose role changed."""
-
-    @property
-    def topic(self) -> str: ...
-    @property
-    def partition(self) -> int: ...
-    @property
-    def is_leader(self) -> bool: ...
-    @property
-    def leader_epoch(self) -> int: ...
 
 
 @attrs.frozen(slots=True)
