@@ -216,3 +216,12 @@ def spark_etl_faults(session: nox.Session) -> None:
         "GREGOR_ETL_KILLS": os.environ.get("GREGOR_ETL_KILLS", "5"),
     }
     session.run("pytest", "tests/spark/test_etl.py", "--timeout=3600", *session.posargs, env=env)
+
+
+@nox.session
+def bench_spark(session: nox.Session) -> None:
+    """A batch read of 5,000,000 100-byte records from a 6-partition topic into Parquet on
+    local[2], as a ratio to one confluent-kafka consumer writing Parquet with pyarrow
+    (--records N, --master URL)."""
+    install(session, *PACKAGES, extra=["confluent-kafka>=2.4", "kazoo>=2.9"])
+    session.run("python", "bench/bench_spark.py", *session.posargs)

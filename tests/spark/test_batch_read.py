@@ -10,7 +10,10 @@ from __future__ import annotations
 import functools
 import json
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import confluent_kafka
@@ -205,3 +208,28 @@ def test_offsets_past_the_end_follow_fail_on_data_loss(
         failOnDataLoss="false",
     )  # fmt: skip
     assert empty.count() == 0
+
+
+def test_local_cluster(written: tuple[str, str, list[Row]]) -> None:
+    """Separate executor JVMs and Python workers read the same rows (nothing works only
+    because everything shares one process)."""
+    bootstrap, topic, produced = written
+    script = Path(__file__).with_name("local_cluster_read.py")
+    done = subprocess.run(
+        [sys.executable, str(script), bootstrap, topic],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-5000:]
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith(("[", "{"))]
+    assert lines[-1] == {"executors": 2}
+    got = sorted(
+        (
+            (None if k is None else bytes.fromhex(k), None if v is None else bytes.fromhex(v), p, o)
+            for k, v, p, o in lines[:-1]
+        ),
+        key=lambda r: (r[2], r[3]),
+    )
+    assert got == [(r[0], r[1], r[3], r[4]) for r in produced]
