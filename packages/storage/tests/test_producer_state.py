@@ -118,8 +118,26 @@ def test_unknown_producer_accepts_any_sequence(psm: ProducerStateManager) -> Non
 
 
 def test_sequence_wraps(psm: ProducerStateManager) -> None:
+    # As in Kafka, the sequence after 2**31 - 1 is 0, not 2**31.
     append(psm, header(2**31 - 1, 1), AppendOrigin.REPLICATION)
+    with pytest.raises(OutOfOrderSequenceNumberError, match="1 \\(incoming\\), 2147483647"):
+        append(psm, header(1, 1, offset=1))
     append(psm, header(0, 1, offset=1))
+    entry = psm.last_entry(PID)
+    assert entry is not None and entry.last_seq == 0 and entry.last_data_offset == 1
+    # A batch may straddle the wrap: 2**31 - 2, 2**31 - 1, 0. It ends at 0, the next starts at 1,
+    # and a retry of it is still found as a duplicate.
+    other = PID + 1
+    append(psm, header(2**31 - 3, 1, offset=2, pid=other), AppendOrigin.REPLICATION)
+    straddling = header(2**31 - 2, 3, offset=3, pid=other)
+    append(psm, straddling)
+    entry = psm.last_entry(other)
+    assert entry is not None and entry.last_seq == 0 and entry.first_seq == 2**31 - 3
+    duplicate = entry.find_duplicate(straddling)
+    assert duplicate is not None and (duplicate.first_offset, duplicate.last_offset) == (3, 5)
+    append(psm, header(1, 1, offset=6, pid=other))
+    entry = psm.last_entry(other)
+    assert entry is not None and entry.last_seq == 1
 
 
 def test_transactions_and_markers(psm: ProducerStateManager) -> None:
