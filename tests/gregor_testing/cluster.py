@@ -165,6 +165,29 @@ def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
+def log_mark(broker: BrokerProcess) -> int:
+    """Where the broker's log ends now: `wait_for_log` reads only what comes after it."""
+    try:
+        return broker.log_path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def wait_for_log(broker: BrokerProcess, text: str, since: int, timeout: float = 30.0) -> str:
+    """Until `text` appears in the broker's log after `since` (a `log_mark`); the log from
+    there."""
+    found: list[str] = []
+
+    def appeared() -> bool:
+        with broker.log_path.open("rb") as log:
+            log.seek(since)
+            found[:] = [log.read().decode(errors="replace")]
+        return text in found[0]
+
+    wait_for(appeared, timeout, f"{text!r} in broker {broker.broker_id}'s log")
+    return found[0]
+
+
 def wait_for_topic(
     cluster: LocalCluster, topic: str, partitions: int, timeout: float = 30.0, full_isr: bool = True
 ) -> None:

@@ -14,6 +14,7 @@ def test_report_has_every_meter_the_gauge_and_latencies_then_starts_a_new_window
     metrics.isr_shrinks.mark()
     metrics.isr_expands.mark(2)
     metrics.under_replicated = lambda: 3
+    metrics.purgatories["fetch"] = [object(), object()]
     for ms in (1, 2, 3, 40):
         metrics.record_request(ApiKey.PRODUCE, ms / 1000)
     report = metrics.report()
@@ -24,6 +25,7 @@ def test_report_has_every_meter_the_gauge_and_latencies_then_starts_a_new_window
         "isr_shrinks=1 (",
         "isr_expands=2 (",
         "under_replicated_partitions=3",
+        "fetch_purgatory_size=2",
         "Produce: n=4 mean=11.50ms",
         "max=40.0ms",
     ):

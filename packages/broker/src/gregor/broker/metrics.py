@@ -2,7 +2,9 @@
 
 - meters: messages in, bytes in and out, ISR shrinks and expands (counts and per-second
   rates over the last logging interval);
-- a gauge: under-replicated partitions (read from the replica manager when reported);
+- gauges: under-replicated partitions, and the requests waiting in each purgatory (Kafka's
+  PurgatorySize: an operation waiting on several partitions counts once for each), read from
+  the replica manager when reported;
 - request latency per API: count, mean, max and an approximate 99th percentile from
   power-of-two buckets (microseconds), reset each interval.
 
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 
 import trio
 
@@ -95,6 +97,8 @@ class Metrics:
         self.latency: dict[int, Latency] = {}
         # The replica manager installs this: the number of under-replicated partitions led here.
         self.under_replicated: Callable[[], int] = lambda: 0
+        # The replica manager registers its purgatories here, by name: "fetch", "produce", ...
+        self.purgatories: dict[str, Sized] = {}
 
     def record_request(self, api_key: int, seconds: float) -> None:
         latency = self.latency.get(api_key)
@@ -114,6 +118,7 @@ class Metrics:
         }
         parts = [f"{name}={m.count} ({m.rate(now):.1f}/s)" for name, m in meters.items()]
         parts.append(f"under_replicated_partitions={self.under_replicated()}")
+        parts += [f"{name}_purgatory_size={len(p)}" for name, p in self.purgatories.items()]
         for key, latency in sorted(self.latency.items()):
             if latency.count:
                 mean_ms = latency.total_us / latency.count / 1000

@@ -181,6 +181,11 @@ class ReplicaManager:
         self._nursery: trio.Nursery | None = None
         self.shutting_down = False
         self.metrics.under_replicated = self.under_replicated_count
+        self.metrics.purgatories.update(
+            produce=self.produce_purgatory,
+            fetch=self.fetch_purgatory,
+            delete_records=self.delete_records_purgatory,
+        )
         self.leadership_listeners: list[LeadershipListener] = []
 
     # -- lifecycle ---------------------------------------------------------------------------
