@@ -238,11 +238,18 @@ async def test_watch_handlers_fire_and_rearm(zk: KafkaZkClient, zk_connect: str)
     await wait_for(lambda: "ids" in seen, "the /brokers/ids watch")
     await zk.register_controller_and_increment_epoch(1)
     await wait_for(lambda: "controller" in seen, "the /controller watch")
-    # One-shot: nothing more fires until the path is read with a watch again.
+    # One-shot: nothing more fires until the path is read with a watch again. ZooKeeper
+    # delivers a session's watch events in order, so once a watch armed on a later change has
+    # fired, an event for the earlier one would already have been seen.
     seen.clear()
+    zk.set_node_handler("/barrier", lambda: seen.append("barrier"))
+    assert not await zk.exists("/barrier", watch=True)
     await zk.register_broker(BrokerRegistration(2, BROKER.endpoints))
-    await trio.sleep(0.3)
-    assert seen == []
+    with zookeeper_client(zk_connect) as client:
+        client.create("/barrier")
+    await wait_for(lambda: "barrier" in seen, "the barrier's watch")
+    assert seen == ["barrier"]
+    seen.clear()
     assert await zk.get_broker_ids(watch=True) == [1, 2]
     with zookeeper_client(zk_connect) as client:
         client.create("/brokers/ids/7", b"{}", ephemeral=True)

@@ -7,11 +7,14 @@ reference's."""
 from __future__ import annotations
 
 import random
+import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+from client_scripted import wait_for
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,6 +31,13 @@ from gregor.protocol.records import Compression
 
 native = accumulator_module._native_append
 pytestmark = pytest.mark.skipif(native is None, reason="the C extension was not built")
+
+
+def in_frame(thread: threading.Thread, function: Callable[..., object]) -> bool:
+    """Whether `thread` is running `function` (or a C function it called) right now."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    return frame is not None and frame.f_code is function.__code__
+
 
 TOPIC = "t"
 INFO = TopicInfo(TOPIC, tuple(PartitionInfo(TOPIC, p, leader=1) for p in range(4)))
@@ -166,6 +176,9 @@ def test_it_waits_for_the_lock_like_the_reference() -> None:
     with acc.lock:  # the sender, in the middle of a drain
         thread = threading.Thread(target=produce)
         thread.start()
+        # Once the thread is in the C call (its Python frame is `produce`, at the call), an
+        # append that did not wait for the lock would finish in microseconds.
+        wait_for(lambda: in_frame(thread, produce), 10, "the thread to call append")
         assert not appended.wait(0.3)
         count = acc._queues[TopicPartition(TOPIC, 0)][0].count
         assert count == 1

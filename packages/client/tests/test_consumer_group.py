@@ -49,6 +49,7 @@ class Member:
         self.events: list[tuple[str, list[TopicPartition]]] = []
         self.polling = threading.Event()
         self.polling.set()
+        self.parked = threading.Event()  # set while the loop waits for `polling`
         self.stopped = False
         self.error: Exception | None = None
         self.consumer.subscribe(list(topics), self)
@@ -67,12 +68,19 @@ class Member:
     def _loop(self) -> None:
         try:
             while not self.stopped:
-                self.polling.wait()
-                if self.stopped:
-                    break
+                if not self.polling.is_set():
+                    self.parked.set()
+                    self.polling.wait()
+                    self.parked.clear()
+                    continue
                 self.records += self.consumer.consume(100, timeout=0.1)
         except Exception as exc:  # surfaced by the test through .error
             self.error = exc
+
+    def pause(self) -> None:
+        """Stop polling, and return once the loop is out of `consume` and waits."""
+        self.polling.clear()
+        assert self.parked.wait(10), "the polling loop did not park"
 
     def assignment(self) -> set[TopicPartition]:
         return set(self.consumer.assignment())
@@ -113,8 +121,7 @@ def test_a_single_member_reads_everything_and_commits(cluster: ScriptedCluster) 
         until(lambda: len(member.records) == 30, "all records")
         assert member.assignment() == tps("t", 0, 1, 2)
         assert member.events[0] == ("assign", sorted(tps("t", 0, 1, 2)))
-        member.polling.clear()
-        time.sleep(0.2)  # let the loop park
+        member.pause()
         member.consumer.commit()
         committed = member.consumer.committed(sorted(tps("t", 0, 1, 2)))
         assert committed == {tp: OffsetAndMetadata(10) for tp in tps("t", 0, 1, 2)}
