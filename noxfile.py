@@ -225,3 +225,11 @@ def bench_spark(session: nox.Session) -> None:
     (--records N, --master URL)."""
     install(session, *PACKAGES, extra=["confluent-kafka>=2.4", "kazoo>=2.9"])
     session.run("python", "bench/bench_spark.py", *session.posargs)
+
+
+@nox.session
+def bench_client_timeouts(session: nox.Session) -> None:
+    """How closely gregor-client keeps delivery.timeout.ms and max.block.ms (--rounds N), as
+    ratios to the configured values, against the client tests' scripted broker."""
+    install(session, "protocol", "client")
+    session.run("python", "bench/bench_client_timeouts.py", *session.posargs)

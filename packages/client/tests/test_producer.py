@@ -3,6 +3,7 @@ partitioning, retries in order, timeouts, errors with context, compression, call
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from typing import Any
@@ -176,14 +177,18 @@ def test_retries_give_up_after_delivery_timeout(cluster: ScriptedCluster) -> Non
     )
     config = {"delivery.timeout.ms": 700, "request.timeout.ms": 500, "retry.backoff.ms": 20}
     with producer(cluster, **config) as p:
-        started = time.monotonic()
         future = p.produce("t", b"v", partition=0)
         with pytest.raises(RequestTimedOutError, match=r"expired after \d+ attempt") as info:
             future.result(10)
         assert "last error: producing to t-0 on broker 0" in str(info.value)
         assert "NOT_LEADER_OR_FOLLOWER" in str(info.value)
-        assert 0.6 <= time.monotonic() - started < 5
-    assert len(cluster.sent("Produce")) > 2
+    # Retried until delivery.timeout.ms, by the batch's own clock (how close to it the expiry
+    # comes is measured by bench/bench_client_timeouts.py).
+    found = re.search(r"after (\d+) attempt\(s\), ([\d.]+)s since", str(info.value))
+    assert found is not None, info.value
+    attempts, elapsed = int(found[1]), float(found[2])
+    assert attempts > 2 and attempts == len(cluster.sent("Produce"))
+    assert elapsed >= 0.7
 
 
 def test_an_unanswered_request_times_out_and_expires(cluster: ScriptedCluster) -> None:
@@ -224,13 +229,13 @@ def test_full_buffer_blocks_then_raises(cluster: ScriptedCluster) -> None:
     }
     p = producer(cluster, **config)
     try:
-        for _ in range(15):
-            p.produce("t", b"x" * 100, partition=0)  # 121 bytes each, counted
-        started = time.monotonic()
+        accepted = 0
         with pytest.raises(RequestTimedOutError, match=r"no room in buffer\.memory"):
-            for _ in range(10):
+            for _ in range(20):
                 p.produce("t", b"x" * 100, partition=0)
-        assert time.monotonic() - started >= 0.25
+                accepted += 1
+        assert accepted == 2000 // 121  # 121 bytes each, counted (how long the last one
+        # blocked against max.block.ms is measured by bench/bench_client_timeouts.py)
         with pytest.raises(MessageTooLargeError, match=r"exceeds buffer\.memory"):
             p.produce("t", b"x" * 3000, partition=0)
     finally:
