@@ -19,6 +19,10 @@ nox.options.error_on_missing_interpreters = True
 ROOT = Path(__file__).parent
 # Install order follows the dependency direction: protocol <- storage, client <- broker.
 PACKAGES = ["protocol", "storage", "client", "spark", "broker", "mirror"]
+# The local-process launcher (ZooKeeper, gregor-broker processes): development infrastructure
+# for the cluster session, the tests' fixtures and the benchmarks, never a dependency of a
+# package. It needs gregor-protocol and gregor-storage installed first.
+LAUNCHER = ["-e", str(ROOT / "infra" / "devcluster")]
 # Real third-party clients and test tools; never imported by the packages themselves.
 TEST_DEPS = [
     "pytest>=8",
@@ -84,7 +88,7 @@ def pytest(session: nox.Session, *paths: str, env: dict[str, str] | None = None)
 @nox.session
 def tests(session: nox.Session) -> None:
     """Every package's unit tests, then the cross-package suites in tests/."""
-    install(session, *PACKAGES, extra=TEST_DEPS)
+    install(session, *PACKAGES, extra=[*LAUNCHER, *TEST_DEPS])
     pytest(session, *[f"packages/{name}/tests" for name in PACKAGES], "tests")
 
 
@@ -99,7 +103,7 @@ def unit_pure(session: nox.Session) -> None:
 @nox.session
 def tests_pure(session: nox.Session) -> None:
     """The whole suite of `tests` on the pure-Python references (GREGOR_NO_EXTENSIONS=1)."""
-    install(session, *PACKAGES, extra=TEST_DEPS)
+    install(session, *PACKAGES, extra=[*LAUNCHER, *TEST_DEPS])
     pytest(session, *[f"packages/{name}/tests" for name in PACKAGES], "tests", env=NO_EXTENSIONS)
 
 
@@ -126,19 +130,21 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def typecheck(session: nox.Session) -> None:
-    """mypy, strict, over every package's sources."""
-    install(session, *PACKAGES, extra=TYPE_DEPS)
+    """mypy, strict, over every package's sources and the launcher's."""
+    install(session, *PACKAGES, extra=[*LAUNCHER, *TYPE_DEPS])
     with_code = [n for n in PACKAGES if any((ROOT / "packages" / n / "src").rglob("*.py"))]
-    session.run("mypy", *[arg for name in with_code for arg in ("-p", f"gregor.{name}")])
+    names = [*with_code, "devcluster"]
+    session.run("mypy", *[arg for name in names for arg in ("-p", f"gregor.{name}")])
 
 
 @nox.session
 def cluster(session: nox.Session) -> None:
-    """The main job: ZooKeeper and three brokers on 127.0.0.1:9092-9094 until Ctrl-C."""
-    install(session, *PACKAGES)
+    """The main job: ZooKeeper and three brokers on 127.0.0.1:9092-9094 until Ctrl-C
+    (-- --help for the options: --dir, --brokers, --port, --zookeeper-port)."""
+    install(session, *PACKAGES, extra=LAUNCHER)
     # After Ctrl-C the cluster needs a few seconds to stop its brokers and ZooKeeper; nox's
     # default is to SIGTERM it after 0.3 s.
-    session.run("python", "-m", "gregor.broker.devcluster", *session.posargs, interrupt_timeout=120)
+    session.run("python", "-m", "gregor.devcluster", *session.posargs, interrupt_timeout=120)
 
 
 @nox.session
@@ -168,7 +174,7 @@ def bench_protocol(session: nox.Session) -> None:
 @nox.session
 def bench_broker(session: nox.Session) -> None:
     """Broker throughput with confluent-kafka, as ratios to the client's own ceiling."""
-    install(session, *PACKAGES, extra=["confluent-kafka>=2.4", "kazoo>=2.9"])
+    install(session, *PACKAGES, extra=[*LAUNCHER, "confluent-kafka>=2.4", "kazoo>=2.9"])
     session.run("python", "bench/bench_broker.py", *session.posargs)
 
 
@@ -201,7 +207,13 @@ def bench_client(session: nox.Session) -> None:
     install(
         session,
         *PACKAGES,
-        extra=["kafka-python>=2.0.2", "aiokafka>=0.11", "confluent-kafka>=2.4", "kazoo>=2.9"],
+        extra=[
+            *LAUNCHER,
+            "kafka-python>=2.0.2",
+            "aiokafka>=0.11",
+            "confluent-kafka>=2.4",
+            "kazoo>=2.9",
+        ],
     )
     session.run("python", "bench/bench_client.py", *session.posargs)
 
@@ -210,7 +222,7 @@ def bench_client(session: nox.Session) -> None:
 def spark_etl_faults(session: nox.Session) -> None:
     """gregor-etl killed (SIGKILL) 5 times while a million records are produced, then
     checked for every record exactly once (GREGOR_ETL_RECORDS, GREGOR_ETL_KILLS)."""
-    install(session, *PACKAGES, extra=TEST_DEPS)
+    install(session, *PACKAGES, extra=[*LAUNCHER, *TEST_DEPS])
     env = {
         "GREGOR_ETL_RECORDS": os.environ.get("GREGOR_ETL_RECORDS", "1000000"),
         "GREGOR_ETL_KILLS": os.environ.get("GREGOR_ETL_KILLS", "5"),

@@ -325,7 +325,7 @@ def best_of(rounds: int, pids: list[int], run: Callable[[], float]) -> tuple[flo
 
 
 def ceilings(records: int, clients: int, rounds: int) -> tuple[float, float]:
-    from gregor.broker.devcluster import api_versions, free_port, wait_until
+    from gregor.devcluster import api_versions, free_port, wait_until
 
     port = free_port()
     partitions = clients * PARTITIONS_PER_CLIENT
@@ -363,7 +363,7 @@ def gregor_run(
     records: int, clients: int, brokers: int, acks: str, rounds: int
 ) -> tuple[float, float, float]:
     """Produced and consumed records/s with confluent-kafka, then consumed with kcat."""
-    from gregor.broker.devcluster import LocalCluster, create_topic
+    from gregor.devcluster import LocalCluster, create_topic
 
     with tempfile.TemporaryDirectory(prefix="bench-broker-") as tmp:
         cluster = LocalCluster(

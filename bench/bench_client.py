@@ -283,7 +283,7 @@ def main() -> int:
         print(json.dumps({"seconds": seconds}))
         return 0
 
-    from gregor.broker.devcluster import LocalCluster, create_topic
+    from gregor.devcluster import LocalCluster, create_topic
 
     results: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as directory:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gregor.broker.devcluster import BrokerProcess, LocalCluster
+from gregor.devcluster import BrokerProcess, LocalCluster
 from gregor.protocol.apis.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from gregor.protocol.apis.list_offsets import (
     ListOffsetsPartition,

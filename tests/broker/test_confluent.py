@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
-from gregor.broker.devcluster import LocalCluster
+from gregor.devcluster import LocalCluster
 from gregor_testing.cluster import create_topic, unique_topic
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gregor.broker.devcluster import LocalCluster
+from gregor.devcluster import LocalCluster
 from gregor.protocol.apis.describe_configs import (
     DescribeConfigsRequest,
     DescribeConfigsResource,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gregor.broker.devcluster import LocalCluster
+from gregor.devcluster import LocalCluster
 from gregor_testing.cluster import create_topic, unique_topic
 
 INTEROP = Path(__file__).resolve().parents[1] / "interop"

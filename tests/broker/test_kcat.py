@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from gregor.broker.devcluster import LocalCluster
+from gregor.devcluster import LocalCluster
 from gregor_testing.cluster import create_topic, unique_topic
 
 pytestmark = pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")

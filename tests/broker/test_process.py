@@ -11,7 +11,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from gregor.broker.devcluster import LocalCluster
+from gregor.devcluster import LocalCluster
 from gregor.protocol.apis.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from gregor.protocol.framing import decode_response, encode_request
 from gregor.storage.manager import CLEAN_SHUTDOWN_FILE

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import trio
 
-from gregor.broker.devcluster import LocalCluster
+from gregor.devcluster import LocalCluster
 from gregor.protocol.apis.delete_records import (
     DeleteRecordsPartition,
     DeleteRecordsRequest,

@@ -10,7 +10,7 @@ from aiokafka.structs import TopicPartition as AioTopicPartition
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
 
-from gregor.broker.devcluster import LocalCluster
+from gregor.devcluster import LocalCluster
 from gregor_testing.cluster import create_topic, unique_topic
 
 

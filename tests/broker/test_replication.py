@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gregor.broker.devcluster import BrokerProcess, LocalCluster
+from gregor.devcluster import BrokerProcess, LocalCluster
 from gregor.protocol.apis.list_offsets import (
     ListOffsetsPartition,
     ListOffsetsRequest,

@@ -11,9 +11,9 @@ from collections.abc import Callable
 
 import pytest
 
-from gregor.broker.devcluster import LocalCluster
 from gregor.client import Consumer, ConsumerRecord, Producer, RecordFuture, TopicPartition
 from gregor.client.network import COORDINATOR_BASE
+from gregor.devcluster import LocalCluster
 from gregor_testing.cluster import create_topic, partitions_of, wait_for
 
 pytestmark = pytest.mark.slow

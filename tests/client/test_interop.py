@@ -15,8 +15,8 @@ import confluent_kafka
 import kafka
 import pytest
 
-from gregor.broker.devcluster import LocalCluster
 from gregor.client import Consumer, ConsumerRecord, Producer, TopicPartition
+from gregor.devcluster import LocalCluster
 from gregor_testing.cluster import create_topic, unique_topic, wait_for
 
 # (key, value, headers, timestamp): binary, empty and absent keys and values; no tab or

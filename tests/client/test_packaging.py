@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gregor.broker.devcluster import LocalCluster
+from gregor.devcluster import LocalCluster
 from gregor_testing.builds import Built, fresh_venv, run
 from gregor_testing.cluster import create_topic, unique_topic
 

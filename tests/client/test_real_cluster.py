@@ -13,7 +13,6 @@ from uuid import UUID
 
 import pytest
 
-from gregor.broker.devcluster import LocalCluster
 from gregor.client import (
     AdminClient,
     AsyncConsumer,
@@ -25,6 +24,7 @@ from gregor.client import (
     TopicPartition,
 )
 from gregor.client.admin import ConfigResource, ElectionType, ResourceType
+from gregor.devcluster import LocalCluster
 from gregor.protocol.errors import (
     ElectionNotNeededError,
     MessageTooLargeError,

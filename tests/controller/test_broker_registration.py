@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from gregor.broker.devcluster import BrokerProcess, LocalCluster
+from gregor.devcluster import BrokerProcess, LocalCluster
 
 
 def test_a_duplicate_broker_id_fails_startup_with_a_clear_message(

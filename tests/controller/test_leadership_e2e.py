@@ -10,7 +10,7 @@ from confluent_kafka import ElectionType, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
-from gregor.broker.devcluster import LocalCluster, send_request
+from gregor.devcluster import LocalCluster, send_request
 from gregor.protocol.apis.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,

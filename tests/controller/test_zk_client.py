@@ -12,7 +12,6 @@ import trio
 from kazoo.client import KazooClient
 
 from gregor.broker.coordinator.group.zk_offsets import commit_offset, fetch_offset
-from gregor.broker.devcluster import ZooKeeper
 from gregor.broker.zk import (
     BrokerEndpoint,
     BrokerIdInUseError,
@@ -24,6 +23,7 @@ from gregor.broker.zk import (
     TopicPartition,
     znodes,
 )
+from gregor.devcluster import ZooKeeper
 from gregor_testing.processes import zookeeper_client
 
 BROKER = BrokerRegistration(

@@ -24,9 +24,9 @@ from pathlib import Path
 import attrs
 import pytest
 
-from gregor.broker.devcluster import LocalCluster
 from gregor.broker.properties import load_properties
 from gregor.client import Producer
+from gregor.devcluster import LocalCluster
 from gregor_testing.cluster import cluster_fixture, create_topic
 
 ROOT = Path(__file__).parents[2]

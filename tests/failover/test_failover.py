@@ -20,7 +20,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from gregor.broker.devcluster import BrokerProcess, LocalCluster
+from gregor.devcluster import BrokerProcess, LocalCluster
 from gregor.protocol.records import iter_batches
 from gregor_testing.cluster import create_topic, metadata, partitions_of, wait_for, wait_for_topic
 from gregor_testing.processes import zookeeper_client

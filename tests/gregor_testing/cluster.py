@@ -1,8 +1,9 @@
 """pytest fixtures for real gregor-broker clusters, and what tests do with them.
 
 Clusters run on the session's ZooKeeper, each in a chroot of its own, with brokers started as
-`gregor-broker` processes by `gregor.broker.devcluster`. Every process a fixture starts is
-stopped by it, also when the test fails; a failed test shows the tail of each broker's log.
+`gregor-broker` processes by the launcher (`gregor.devcluster`, infra/devcluster). Every
+process a fixture starts is stopped by it, also when the test fails; a failed test shows the
+tail of each broker's log.
 
 - `cluster_factory(brokers=3, **properties)`: clusters for this test alone (tests that kill,
   pause or restart brokers);
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import itertools
 import socket
-import time
 import uuid
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -27,8 +27,8 @@ from typing import Any, Literal
 
 import pytest
 
-from gregor.broker.devcluster import BrokerProcess, LocalCluster, ZooKeeper, send_request
 from gregor.broker.zk import ReplicaAssignment, znodes
+from gregor.devcluster import BrokerProcess, LocalCluster, ZooKeeper, send_request, wait_until
 from gregor.protocol.apis.metadata import (
     MetadataRequest,
     MetadataRequestTopic,
@@ -158,11 +158,8 @@ def partitions_of(
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.1)
+    """Poll `predicate()` every 0.1 s until it holds; TimeoutError naming `what` otherwise."""
+    wait_until(predicate, timeout, what, interval=0.1)
 
 
 def log_mark(broker: BrokerProcess) -> int:

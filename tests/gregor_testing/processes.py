@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from gregor.broker.devcluster import ZooKeeper
+from gregor.devcluster import ZooKeeper
 
 _chroots = itertools.count()
 

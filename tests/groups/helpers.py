@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from gregor.broker.coordinator.partitioning import partition_for
-from gregor.broker.devcluster import BrokerProcess, LocalCluster
+from gregor.devcluster import BrokerProcess, LocalCluster
 from gregor.protocol.apis.find_coordinator import FindCoordinatorRequest
 from gregor.protocol.apis.offset_fetch import (
     OffsetFetchRequest,

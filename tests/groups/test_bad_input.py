@@ -13,7 +13,7 @@ import pytest
 from groups.helpers import find_coordinator
 
 from gregor.broker.coordinator.partitioning import partition_for
-from gregor.broker.devcluster import BrokerProcess, LocalCluster
+from gregor.devcluster import BrokerProcess, LocalCluster
 from gregor.protocol.apis.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from gregor.protocol.apis.heartbeat import HeartbeatRequest
 from gregor.protocol.apis.join_group import (

@@ -18,7 +18,7 @@ from groups.helpers import (
     produce,
 )
 
-from gregor.broker.devcluster import LocalCluster
+from gregor.devcluster import LocalCluster
 from gregor_testing.cluster import create_topic, unique_topic
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from confluent_kafka import Consumer
 from groups.helpers import SESSION, committed_offsets, poll_until, produce
 
-from gregor.broker.devcluster import LocalCluster
+from gregor.devcluster import LocalCluster
 from gregor.protocol.apis.list_groups import ListGroupsRequest
 from gregor_testing.cluster import WireClient, create_topic, unique_topic, wait_for
 

@@ -16,7 +16,7 @@ from groups.helpers import (
     produce,
 )
 
-from gregor.broker.devcluster import LocalCluster
+from gregor.devcluster import LocalCluster
 from gregor.protocol.apis.describe_groups import DescribeGroupsRequest
 from gregor.protocol.errors import ErrorCode
 from gregor_testing.cluster import WireClient, create_topic, unique_topic, wait_for

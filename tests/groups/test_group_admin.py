@@ -19,7 +19,7 @@ from kafka import TopicPartition as KpTopicPartition
 from kafka.admin import MemberToRemove
 from kafka.errors import GroupSubscribedToTopicError, NoError
 
-from gregor.broker.devcluster import LocalCluster
+from gregor.devcluster import LocalCluster
 from gregor_testing.cluster import create_topic, unique_topic
 
 PARTITIONS = 4

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from groups.helpers import committed_offsets, produce
 
-from gregor.broker.devcluster import LocalCluster
+from gregor.devcluster import LocalCluster
 from gregor_testing.cluster import create_topic, unique_topic
 
 HERE = Path(__file__).resolve().parent

@@ -14,7 +14,7 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 
-from gregor.broker.devcluster import LocalCluster
+from gregor.devcluster import LocalCluster
 from gregor_testing.cluster import create_topic, unique_topic, wait_for
 
 PARTITIONS = 3

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gregor.broker.devcluster import ZooKeeper, four_letter_word
+from gregor.devcluster import ZooKeeper, four_letter_word
 from gregor_testing.processes import zookeeper_client
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gregor.broker.devcluster import LocalCluster
+from gregor.devcluster import LocalCluster
 from gregor_testing.cluster import cluster_fixture
 from gregor_testing.mirror import MirrorProcess
 

@@ -19,10 +19,10 @@ import pytest
 import trio
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from gregor.broker.devcluster import LocalCluster
 from gregor.client import AdminClient
 from gregor.client import TopicPartition as GTopicPartition
 from gregor.client.admin import ConfigResource, ResourceType
+from gregor.devcluster import LocalCluster
 from gregor.mirror import Checkpoint, Heartbeat, OffsetSync, translate_offsets
 from gregor.protocol.errors import KafkaError
 from gregor_testing.cluster import create_topic, partitions_of, wait_for, wait_for_topic

@@ -20,7 +20,7 @@ import confluent_kafka
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from gregor.broker.devcluster import LocalCluster
+from gregor.devcluster import LocalCluster
 from gregor_testing.cluster import create_topic, unique_topic
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]

@@ -21,8 +21,8 @@ from pathlib import Path
 import confluent_kafka
 import pyarrow.dataset as ds
 
-from gregor.broker.devcluster import LocalCluster
 from gregor.client import Consumer, TopicPartition
+from gregor.devcluster import LocalCluster
 from gregor.spark.etl import committed_files
 from gregor_testing.cluster import create_topic, unique_topic, wait_for
 

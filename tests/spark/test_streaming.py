@@ -13,8 +13,8 @@ import confluent_kafka
 import pyarrow.dataset as ds
 from pyspark.sql import SparkSession
 
-from gregor.broker.devcluster import LocalCluster
 from gregor.client import AdminClient
+from gregor.devcluster import LocalCluster
 from gregor_testing.cluster import create_topic, unique_topic, wait_for_topic
 
 

@@ -7,7 +7,7 @@ import confluent_kafka
 import pytest
 from pyspark.sql import SparkSession
 
-from gregor.broker.devcluster import LocalCluster
+from gregor.devcluster import LocalCluster
 from gregor_testing.cluster import create_topic, unique_topic
 
 PARTITIONS = 3

@@ -1,0 +1,5 @@
+import sys
+
+from gregor.devcluster.cli import main
+
+sys.exit(main())

@@ -1,0 +1,71 @@
+"""`python -m gregor.devcluster` (`nox -s cluster`, the README's main job): a ZooKeeper and
+brokers on 127.0.0.1, a `demo` topic with a sample produced and read back, until Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from gregor.devcluster.admin import create_topic, produce_and_fetch_sample
+from gregor.devcluster.cluster import LocalCluster
+
+DEMO_TOPIC = "demo"
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m gregor.devcluster",
+        description="A local Gregor cluster: ZooKeeper and brokers on 127.0.0.1 until Ctrl-C.",
+    )
+    parser.add_argument("--dir", default=".cluster", help="where every process keeps its data")
+    parser.add_argument("--brokers", type=int, default=3, help="how many brokers (ids 0..N-1)")
+    parser.add_argument("--port", type=int, default=9092, help="the first broker's port")
+    parser.add_argument("--zookeeper-port", type=int, default=2181)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(argv)
+    directory = Path(args.dir).absolute()
+    cluster = LocalCluster(
+        directory,
+        args.brokers,
+        ports=[args.port + i for i in range(args.brokers)],
+        zookeeper_port=args.zookeeper_port,
+    )
+    # SIGTERM (nox's second step after Ctrl-C, or a plain `kill`) stops the cluster as
+    # Ctrl-C does, so no ZooKeeper or broker outlives this process.
+    signal.signal(signal.SIGTERM, _interrupt)
+    print(f"starting ZooKeeper and {args.brokers} brokers under {directory} ...", flush=True)
+    try:
+        cluster.start()  # stops what it started if it fails or is interrupted
+    except KeyboardInterrupt:
+        print("\nstopped", flush=True)
+        return 0
+    try:
+        create_topic(cluster, DEMO_TOPIC, 3, min(3, len(cluster.brokers)))
+        for offset, value in produce_and_fetch_sample(cluster, DEMO_TOPIC):
+            print(f"  {DEMO_TOPIC}-0 @ {offset}: {value.decode()}")
+        print()
+        print(f"bootstrap servers: {cluster.bootstrap_servers}")
+        print(f"zookeeper:         {cluster.zookeeper_connect}")
+        print(f"logs:              {directory}/broker-*/broker.log")
+        print("running; press Ctrl-C to stop", flush=True)
+        while all(b.is_running() for b in cluster.brokers):
+            time.sleep(0.5)
+        print("a broker exited; stopping the cluster", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\nstopping ...", flush=True)
+        return 0
+    finally:
+        cluster.stop()
+        print("stopped", flush=True)

@@ -1,0 +1,99 @@
+"""A standalone ZooKeeper server (Debian's `zookeeper` package) in a directory of its own."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+from pathlib import Path
+
+from gregor.devcluster.ports import LOOPBACK, free_port
+from gregor.devcluster.supervisor import Supervised, wait_until
+
+ZOOKEEPER_JAR = Path(os.environ.get("GREGOR_ZOOKEEPER_JAR", "/usr/share/java/zookeeper.jar"))
+
+
+def four_letter_word(host: str, port: int, word: str, timeout: float = 1.0) -> str:
+    """Send a ZooKeeper four-letter command ("ruok", "srvr", ...) and return the answer."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as s:
+            s.sendall(word.encode())
+            s.shutdown(socket.SHUT_WR)
+            chunks = []
+            while chunk := s.recv(4096):
+                chunks.append(chunk)
+            return b"".join(chunks).decode(errors="replace")
+    except OSError:
+        return ""
+
+
+class ZooKeeper(Supervised):
+    """The server's data, `zoo.cfg` and log live under `directory`.
+
+    The tick is short (500 ms) so that session-expiry tests do not wait long; sessions may
+    still be negotiated up to 60 s.
+    """
+
+    def __init__(self, directory: Path, port: int | None = None, host: str = LOOPBACK) -> None:
+        super().__init__("ZooKeeper", directory / "zookeeper.log")
+        self.directory = directory
+        self.host = host
+        self.port = port or free_port(host)
+
+    @property
+    def connect(self) -> str:
+        """The `zookeeper.connect` string for this server."""
+        return f"{self.host}:{self.port}"
+
+    def write_config(self) -> Path:
+        data = self.directory / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        config = self.directory / "zoo.cfg"
+        settings = [
+            "tickTime=500",
+            f"dataDir={data}",
+            f"clientPort={self.port}",
+            f"clientPortAddress={self.host}",
+            "minSessionTimeout=1000",
+            "maxSessionTimeout=60000",
+            "admin.enableServer=false",
+            "4lw.commands.whitelist=ruok,srvr,mntr,cons",
+            "maxClientCnxns=0",
+        ]
+        config.write_text("\n".join(settings) + "\n")
+        return config
+
+    def start(self, timeout: float = 60.0) -> None:
+        """Start the server and return once it answers `ruok`."""
+        java = shutil.which("java")
+        if java is None or not ZOOKEEPER_JAR.exists():
+            raise RuntimeError(
+                f"ZooKeeper needs java and {ZOOKEEPER_JAR}; run infra/setup.sh to install them"
+            )
+        config = self.write_config()
+        self.spawn(
+            [
+                java,
+                "-Xmx256m",
+                "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1",  # starts faster; ZooKeeper's load here is tiny
+                "-Dzookeeper.jmx.log4j.disable=true",
+                "-cp",
+                str(ZOOKEEPER_JAR),
+                "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+                str(config),
+            ]
+        )
+        try:
+            wait_until(self._ready, timeout, f"ZooKeeper on {self.connect}")
+        except TimeoutError as exc:
+            self.stop()
+            raise RuntimeError(f"{exc}; its log ends with:\n{self.log_tail(2000)}") from exc
+
+    def _ready(self) -> bool:
+        self.check_alive()
+        return four_letter_word(self.host, self.port, "ruok") == "imok"
+
+    def stop(self, timeout: float = 15.0) -> int | None:
+        """Stop gracefully (SIGTERM), then SIGKILL if it does not exit in time."""
+        return super().stop(timeout)
