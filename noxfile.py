@@ -235,7 +235,7 @@ def bench_spark(session: nox.Session) -> None:
     """A batch read of 5,000,000 100-byte records from a 6-partition topic into Parquet on
     local[2], as a ratio to one confluent-kafka consumer writing Parquet with pyarrow
     (--records N, --master URL)."""
-    install(session, *PACKAGES, extra=["confluent-kafka>=2.4", "kazoo>=2.9"])
+    install(session, *PACKAGES, extra=[*LAUNCHER, "confluent-kafka>=2.4", "kazoo>=2.9"])
     session.run("python", "bench/bench_spark.py", *session.posargs)
 
 

@@ -28,8 +28,8 @@ import confluent_kafka
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from gregor.broker.devcluster import LocalCluster
 from gregor.client import AdminClient, NewTopic
+from gregor.devcluster import LocalCluster
 
 TOPIC = "bench-spark"
 PARTITIONS = 6

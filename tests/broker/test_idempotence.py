@@ -31,8 +31,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from gregor.broker.devcluster import LocalCluster
 from gregor.broker.zk import znodes
+from gregor.devcluster import LocalCluster
 from gregor.protocol.apis import ApiKey
 from gregor.protocol.apis.api_versions import ApiVersionsRequest
 from gregor.protocol.apis.init_producer_id import InitProducerIdRequest
