@@ -245,3 +245,11 @@ def bench_client_timeouts(session: nox.Session) -> None:
     ratios to the configured values, against the client tests' scripted broker."""
     install(session, "protocol", "client")
     session.run("python", "bench/bench_client_timeouts.py", *session.posargs)
+
+
+@nox.session
+def bench_mirror(session: nox.Session) -> None:
+    """gregor-mirror A->B against a confluent-kafka consume-produce loop (MirrorMaker 1's
+    design), same records, same run: records/s and CPU per record (--records N)."""
+    install(session, *PACKAGES, extra=[*LAUNCHER, "confluent-kafka>=2.4", "kazoo>=2.9"])
+    session.run("python", "bench/bench_mirror.py", *session.posargs)
