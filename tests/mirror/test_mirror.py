@@ -332,3 +332,38 @@ def test_active_active_without_loops(
 
 
 pytestmark = pytest.mark.timeout(600)
+
+
+def test_bad_input_is_reported_and_the_rest_copied(
+    cluster_a: LocalCluster, cluster_b: LocalCluster, mirror_factory: Callable[..., MirrorProcess]
+) -> None:
+    """A record bigger than the target's max.message.bytes is reported and left out (the
+    rest of its partition follows); a source topic deleted while mirrored is dropped from
+    the flow, and the other topics go on."""
+    tag = uuid.uuid4().hex[:6]
+    kept, doomed = f"bad-{tag}-kept", f"bad-{tag}-doomed"
+    create_topic(cluster_a, kept, 1, 2)
+    create_topic(cluster_a, doomed, 1, 2)
+    produce(cluster_a, kept, [(0, None, b"first", [], 1)])
+    produce(cluster_a, doomed, [(0, None, b"soon gone", [], 1)])
+    mirror = mirror_factory({"A->B.enabled": "true", "A->B.topics": f"bad-{tag}-.*"})
+    read(cluster_b, f"A.{kept}", 1, 1)
+    read(cluster_b, f"A.{doomed}", 1, 1)
+    with admin(cluster_b) as client:
+        resource = ConfigResource(ResourceType.TOPIC, f"A.{kept}")
+        client.alter_configs({resource: {"max.message.bytes": "2000"}})
+    produce(
+        cluster_a,
+        kept,
+        [(0, None, b"small", [], 2), (0, None, b"x" * 10_000, [], 3), (0, None, b"after", [], 4)],
+    )
+    copied = strip(read(cluster_b, f"A.{kept}", 1, 3))[0]
+    assert [r[2] for r in copied] == [b"first", b"small", b"after"]
+    wait_for(lambda: "at offset 2 not copied" in mirror.log_tail(20_000), 30, "the report")
+
+    with admin(cluster_a) as client:
+        client.delete_topics([doomed])
+    wait_for(lambda: doomed not in topics_of(cluster_a), 60, "the topic deleted")
+    produce(cluster_a, kept, [(0, None, b"later", [], 5)])
+    copied = strip(read(cluster_b, f"A.{kept}", 1, 4))[0]
+    assert [r[2] for r in copied] == [b"first", b"small", b"after", b"later"]

@@ -39,9 +39,18 @@ from gregor.mirror.checkpoints import CheckpointTask
 from gregor.mirror.config import FlowConfig
 from gregor.mirror.offset_sync import OffsetSync, Sync, SyncStore
 from gregor.mirror.topics import COMPACTED, TopicSync, ensure_topic, read_to_end
+from gregor.protocol.errors import (
+    InvalidRecordError,
+    InvalidTimestampError,
+    KafkaError,
+    MessageTooLargeError,
+    RecordListTooLargeError,
+)
 
 log = logging.getLogger("gregor.mirror")
 
+# Errors about one record, not the flow: the record is reported and left out.
+REFUSED = (MessageTooLargeError, RecordListTooLargeError, InvalidRecordError, InvalidTimestampError)
 IN_FLIGHT_CHUNKS = 64  # chunks produced and not yet synced, per flow
 BACKOFF_MAX = 30.0
 
@@ -52,8 +61,11 @@ class Chunk:
     __slots__ = ("futures", "partition", "upstream")
 
     def __init__(
-        self, partition: TopicPartition, upstream: list[int], futures: list[AsyncRecordFuture]
-    ):
+        self,
+        partition: TopicPartition,
+        upstream: list[int],
+        futures: list[AsyncRecordFuture | KafkaError],
+    ) -> None:
         self.partition = partition
         self.upstream = upstream
         self.futures = futures
@@ -95,7 +107,7 @@ class Copier:
         self.partitions = dict(partitions)
         self.stop = trio.Event()
         self.copied = 0  # records, for the log
-        self.bytes = 0
+        self.refused = 0  # records the target refused (each reported)
         self._last: dict[TopicPartition, Sync] = {}  # the last record copied this run
 
     async def run(self) -> None:
@@ -137,12 +149,16 @@ class Copier:
                 source = TopicPartition(topic, partition)
                 target = partitions[source]
                 chunk: list[ConsumerRecord] = list(run)
-                futures = [
-                    await produce(
-                        target.topic, r.value, r.key, target.partition, r.headers, r.timestamp
-                    )
-                    for r in chunk
-                ]
+                futures: list[AsyncRecordFuture | KafkaError] = []
+                for r in chunk:
+                    try:
+                        future = await produce(
+                            target.topic, r.value, r.key, target.partition, r.headers, r.timestamp
+                        )
+                    except REFUSED as exc:  # over max.request.size: refused before sending
+                        futures.append(exc)
+                    else:
+                        futures.append(future)
                 await send.send(Chunk(source, [r.offset for r in chunk], futures))
 
     async def deliver(
@@ -167,19 +183,47 @@ class Copier:
                         break
                 written: list[OffsetSync] = []
                 for chunk in chunks:
-                    for future in chunk.futures:
-                        if not future.done():
-                            await future
-                    downstream = [f.result().offset for f in chunk.futures]
+                    upstream, downstream = await self._delivered(chunk)
+                    if not upstream:
+                        continue
                     tp = chunk.partition
-                    for u, d in boundaries(self._last.get(tp), chunk.upstream, downstream):
+                    for u, d in boundaries(self._last.get(tp), upstream, downstream):
                         sync = OffsetSync(tp, u, d)
                         await syncs.produce(topic, sync.value(), sync.key(), partition=0)
                         written.append(sync)
-                    self._last[tp] = (chunk.upstream[-1], downstream[-1])
-                    self.copied += len(chunk.futures)
+                    self._last[tp] = (upstream[-1], downstream[-1])
+                    self.copied += len(upstream)
                 await syncs.flush()
                 self.store.add_all(written)
+
+    async def _delivered(self, chunk: Chunk) -> tuple[list[int], list[int]]:
+        """The chunk's source offsets and where they landed, once all are delivered. A record
+        the target refuses for itself (too large, invalid) is reported and left out: the
+        syncs then bracket the gap, and the rest of the partition goes on. Any other failure
+        raises: the flow starts over from its syncs."""
+        upstream: list[int] = []
+        downstream: list[int] = []
+        for offset, future in zip(chunk.upstream, chunk.futures, strict=True):
+            try:
+                if isinstance(future, KafkaError):
+                    raise future
+                metadata = future.result() if future.done() else await future
+            except REFUSED as exc:
+                self.refused += 1
+                tp = chunk.partition
+                log.error(
+                    "%s: record %s-%d at offset %d not copied: the target refused it (%s: %s)",
+                    self.flow.name,
+                    tp.topic,
+                    tp.partition,
+                    offset,
+                    type(exc).__name__,
+                    exc,
+                )
+                continue
+            upstream.append(offset)
+            downstream.append(metadata.offset)
+        return upstream, downstream
 
 
 async def keep_running(
@@ -219,6 +263,7 @@ class Flow:
         self.flow = flow
         self.store = SyncStore()
         self.copied = 0  # records, by copiers that ended
+        self.refused = 0
         self.partitions: dict[TopicPartition, TopicPartition] = {}
         self.copier: Copier | None = None
         self.stopping = False
@@ -266,6 +311,7 @@ class Flow:
                         copying.cancel_scope.cancel()
                 finally:
                     self.copied += copier.copied
+                    self.refused += copier.refused
                     self.copier = None
                 if changed.is_set():
                     changed = trio.Event()
@@ -312,13 +358,16 @@ class Flow:
         last, then = 0, time.monotonic()
         while True:
             await trio.sleep(30)
-            copied = self.copied + (self.copier.copied if self.copier else 0)
+            copier = self.copier
+            copied = self.copied + (copier.copied if copier else 0)
+            refused = self.refused + (copier.refused if copier else 0)
             now = time.monotonic()
             log.info(
-                "%s: %d records copied, %.0f records/s",
+                "%s: %d records copied, %.0f records/s, %d refused by the target",
                 self.flow.name,
                 copied,
                 (copied - last) / (now - then),
+                refused,
             )
             last, then = copied, now
 
