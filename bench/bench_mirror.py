@@ -188,7 +188,9 @@ def main() -> int:
                 "offset-syncs.topic.replication.factor = 1\n"
                 "checkpoints.topic.replication.factor = 1\n"
                 "heartbeats.topic.replication.factor = 1\n"
+                # The loop's settings: 1 MB batches, 20 ms linger, up to 10,000 records a poll.
                 "B.producer.compression.type = lz4\nB.producer.linger.ms = 20\n"
+                "B.producer.batch.size = 1000000\nA.consumer.max.poll.records = 10000\n"
             )
             started = time.monotonic()
             mirror = subprocess.Popen(
