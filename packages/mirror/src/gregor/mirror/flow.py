@@ -116,10 +116,15 @@ class Copier:
         consumer_config.setdefault("isolation.level", "read_committed")
         consumer_config.update({"enable.auto.commit": False, "auto.offset.reset": "earliest"})
         consumer_config.pop("group.id", None)
+        # Not idempotent unless asked: a batch with a producer id cannot be split, so one
+        # record over the target's max.message.bytes would take its whole batch with it.
+        # Delivery is at least once either way, and the syncs bracket a retry's duplicates.
+        producer_config = flow.target.producer_config(acks="all")
+        producer_config.setdefault("enable.idempotence", False)
         send, receive = trio.open_memory_channel[Chunk](IN_FLIGHT_CHUNKS)
         async with (
             AsyncConsumer(consumer_config) as consumer,
-            AsyncProducer(flow.target.producer_config(acks="all")) as producer,
+            AsyncProducer(producer_config) as producer,
             AsyncProducer(flow.offset_syncs_cluster.producer_config(acks="all")) as syncs,
             trio.open_nursery() as nursery,
         ):
