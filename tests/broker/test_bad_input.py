@@ -18,6 +18,7 @@ from gregor.protocol.apis.list_offsets import (
     ListOffsetsResponse,
     ListOffsetsTopic,
 )
+from gregor.protocol.apis.metadata import MetadataRequest, MetadataResponse
 from gregor.protocol.apis.produce import (
     PartitionProduceData,
     ProduceRequest,
@@ -132,6 +133,47 @@ def test_garbage_closes_that_connection_only(
     finally:
         bad.close()
     check_unharmed(leader, bystander, topic, before)
+
+
+def test_bytes_after_a_request_are_ignored_as_kafka_ignores_them(
+    leader: BrokerProcess, bystander: WireClient, topic: str
+) -> None:
+    """librdkafka 2.16 sends Metadata v12 with 3 bytes after its fields; Kafka answers it."""
+    client = WireClient(leader)
+    try:
+        metadata = MetadataRequest(topics=None, allow_auto_topic_creation=True)
+        frame = encode_request(metadata, 12, 41, "rdkafka")
+        stray = b"\x00\x00\x00"
+        client.sock.sendall((len(frame) - 4 + len(stray)).to_bytes(4, "big") + frame[4:] + stray)
+        size = int.from_bytes(client.exactly(4), "big")
+        correlation, response = decode_response(client.exactly(size), 3, 12, strict=True)
+        assert correlation == 41
+        assert isinstance(response, MetadataResponse)
+        assert topic in {t.name for t in response.topics}
+        assert {b.node_id for b in response.brokers} >= {leader.broker_id}
+        # The connection stays open and in step: a Produce with stray bytes is appended once.
+        offset = end_offset(client, topic)
+        produce_frame = encode_request(
+            ProduceRequest(
+                acks=-1,
+                timeout_ms=10_000,
+                topic_data=[TopicProduceData(topic, [PartitionProduceData(0, batch(b"x"))])],
+            ),
+            9,
+            42,
+        )
+        client.sock.sendall(
+            (len(produce_frame) - 4 + 5).to_bytes(4, "big") + produce_frame[4:] + bytes(5)
+        )
+        size = int.from_bytes(client.exactly(4), "big")
+        correlation, produced = decode_response(client.exactly(size), 0, 9, strict=True)
+        assert correlation == 42
+        assert isinstance(produced, ProduceResponse)
+        assert produced.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+        assert produced.responses[0].partition_responses[0].base_offset == offset
+        assert end_offset(client, topic) == offset + 1
+    finally:
+        client.close()
 
 
 def test_unsupported_api_versions_version_gets_error_35_in_a_v0_body(

@@ -270,7 +270,9 @@ class WireClient:
         """The decoded response (typed Any: tests know which response they asked for)."""
         self.send(body, version)
         size = int.from_bytes(self.exactly(4), "big")
-        correlation, response = decode_response(self.exactly(size), body.api_key, version)
+        correlation, response = decode_response(
+            self.exactly(size), body.api_key, version, strict=True
+        )
         assert correlation == self.correlation
         return response
 

@@ -44,7 +44,7 @@ def test_round_trip(
     # The same message inside a whole frame, header and size prefix included.
     if isinstance(message, Request):
         frame = encode_request(message, version, correlation_id, client_id="gregor-test")
-        header, request = decode_request(frame[4:])
+        header, request = decode_request(frame[4:], strict=True)
         assert (header.request_api_key, header.request_api_version) == (cls.api_key, version)
         # Header v0 (ControlledShutdown v0 only) has no client id.
         client_id = "gregor-test" if request_header_version(cls.api_key, version) else ""
@@ -52,6 +52,9 @@ def test_round_trip(
         assert request == message
     else:
         frame = encode_response(message, version, correlation_id)
-        assert decode_response(frame[4:], cls.api_key, version) == (correlation_id, message)
+        assert decode_response(frame[4:], cls.api_key, version, strict=True) == (
+            correlation_id,
+            message,
+        )
     assert frame.endswith(body)
     assert int.from_bytes(frame[:4], "big") == len(frame) - 4

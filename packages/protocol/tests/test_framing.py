@@ -7,6 +7,7 @@ import pytest
 from gregor.protocol.apis import ApiKey
 from gregor.protocol.apis.api_versions import ApiVersion, ApiVersionsRequest, ApiVersionsResponse
 from gregor.protocol.apis.fetch import FetchableTopicResponse, FetchResponse, PartitionData
+from gregor.protocol.apis.metadata import MetadataRequest, MetadataResponse
 from gregor.protocol.apis.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from gregor.protocol.errors import (
     DecodeError,
@@ -53,6 +54,24 @@ def test_unsupported_api_versions_answer_is_read_as_v0() -> None:
     assert correlation_id == 9
     assert isinstance(body, ApiVersionsResponse)
     assert body.error_code == 35 and body.api_keys == [ApiVersion(18, 0, 3)]
+
+
+def test_bytes_after_a_request_are_ignored_unless_strict() -> None:
+    """As Kafka does: librdkafka 2.16 sends Metadata v12 with 3 stray bytes."""
+    request = MetadataRequest(topics=None, allow_auto_topic_creation=True)
+    frame = encode_request(request, 12, correlation_id=3, client_id="rdkafka")[4:] + b"\0\0\0"
+    header, body = decode_request(frame)
+    assert (header.request_api_key, header.correlation_id, body) == (3, 3, request)
+    with pytest.raises(DecodeError, match="3 trailing bytes"):
+        decode_request(frame, strict=True)
+
+
+def test_bytes_after_a_response_are_ignored_unless_strict() -> None:
+    response = MetadataResponse(cluster_id="c", controller_id=1)
+    frame = encode_response(response, 12, correlation_id=7)[4:] + b"\1\2"
+    assert decode_response(frame, 3, 12) == (7, response)
+    with pytest.raises(DecodeError, match="2 trailing bytes"):
+        decode_response(frame, 3, 12, strict=True)
 
 
 def test_unknown_tagged_fields_survive_a_round_trip() -> None:

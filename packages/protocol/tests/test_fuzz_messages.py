@@ -118,9 +118,9 @@ def check_frame(cls: type[Message], version: int, stream: bytes, chunk: int) -> 
             reader.feed(stream[start : start + chunk])
             while (frame := reader.next_frame()) is not None:
                 if isinstance(cls, type) and issubclass(cls, Request):
-                    decode_request(frame)
+                    decode_request(frame, strict=True)
                 else:
-                    decode_response(frame, cls.api_key, version)
+                    decode_response(frame, cls.api_key, version, strict=True)
     except ProtocolError:
         return
     except Exception as exc:

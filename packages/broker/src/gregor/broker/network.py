@@ -228,7 +228,8 @@ class Connection:
             )
         try:
             header, pos = decode_request_header(frame)
-            body = REQUESTS[peek.api_key].decode(frame, peek.api_version, pos)
+            # Bytes after the version's fields are ignored, as Kafka does (librdkafka sends some).
+            body = REQUESTS[peek.api_key].decode(frame, peek.api_version, pos, strict=False)
         except ProtocolError as exc:
             raise CloseConnection(
                 f"malformed {api_name(peek.api_key)} v{peek.api_version} request: {exc}"

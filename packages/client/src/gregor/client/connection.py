@@ -22,7 +22,7 @@ import logging
 import socket
 import ssl
 from collections import deque
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 import attrs
 import trio
@@ -82,6 +82,10 @@ class _Pending:
 
 class BrokerConnection:
     """A connection to one broker; open it with `BrokerConnection.open`."""
+
+    # Bytes after a response's fields are ignored, as Kafka's clients ignore them; the test
+    # suites turn this on (conftest.py) so that a response we encode wrongly fails loudly.
+    strict_responses: ClassVar[bool] = False
 
     def __init__(self, stream: trio.abc.Stream, host: str, port: int, config: ConnectionConfig):
         self.host = host
@@ -213,7 +217,9 @@ class BrokerConnection:
         if pending.error is not None:
             raise pending.error
         assert pending.frame is not None
-        _, response = decode_response(pending.frame, body.api_key, version)
+        _, response = decode_response(
+            pending.frame, body.api_key, version, strict=self.strict_responses
+        )
         return response  # type: ignore[return-value]
 
     async def send(self, body: Request, version: int | None = None) -> None:

@@ -97,18 +97,20 @@ def decode_request_header(frame: bytes) -> tuple[RequestHeader, int]:
     return RequestHeader.decode_prefix(frame, version)
 
 
-def decode_request(frame: bytes) -> tuple[RequestHeader, Request]:
+def decode_request(frame: bytes, *, strict: bool = False) -> tuple[RequestHeader, Request]:
     """Header and body of a request frame (size prefix removed).
 
-    Raises InvalidRequestError for an unknown API key, UnsupportedVersionError for a version
-    the schema does not have, and DecodeError for bytes that do not parse.
+    Bytes after the fields of the request's version are ignored, as Kafka ignores them,
+    unless `strict`. Raises InvalidRequestError for an unknown API key,
+    UnsupportedVersionError for a version the schema does not have, and DecodeError for
+    bytes that do not parse.
     """
     frame = bytes(frame)
     header, pos = decode_request_header(frame)
     request = REQUESTS.get(header.request_api_key)
     if request is None:
         raise InvalidRequestError(f"unknown API key {header.request_api_key}")
-    return header, request.decode(frame, header.request_api_version, pos)
+    return header, request.decode(frame, header.request_api_version, pos, strict=strict)
 
 
 def encode_response_chunks(
@@ -152,20 +154,26 @@ def _whole_frame(out: Writer, message: Message) -> bytes:
     return bytes(out)
 
 
-def decode_response(frame: bytes, api_key: int, api_version: int) -> tuple[int, Response]:
-    """Correlation id and body of a response frame (size prefix removed)."""
+def decode_response(
+    frame: bytes, api_key: int, api_version: int, *, strict: bool = False
+) -> tuple[int, Response]:
+    """Correlation id and body of a response frame (size prefix removed).
+
+    As with requests, bytes after the fields of the version are ignored unless `strict`
+    (our tests decode strictly, so a response we encode wrongly fails loudly).
+    """
     frame = bytes(frame)
     response = RESPONSES.get(api_key)
     if response is None:
         raise InvalidRequestError(f"unknown API key {api_key}")
     header, pos = ResponseHeader.decode_prefix(frame, response_header_version(api_key, api_version))
     try:
-        return header.correlation_id, response.decode(frame, api_version, pos)
+        return header.correlation_id, response.decode(frame, api_version, pos, strict=strict)
     except DecodeError:
         if api_key != ApiKey.API_VERSIONS or api_version == 0:
             raise
         # A broker that does not support this ApiVersions version answers with a v0 body.
-        fallback = ApiVersionsResponse.decode(frame, 0, pos)
+        fallback = ApiVersionsResponse.decode(frame, 0, pos, strict=strict)
         if fallback.error_code != ErrorCode.UNSUPPORTED_VERSION:
             raise
         return header.correlation_id, fallback

@@ -433,12 +433,17 @@ class Message(Struct):
             raise DecodeError(f"malformed {cls.__name__} v{version}: {exc!r}") from exc
 
     @classmethod
-    def decode(cls, data: bytes, version: int, pos: int = 0) -> Self:
-        """Decode a whole body at `version` from data[pos:]; trailing bytes are an error."""
+    def decode(cls, data: bytes, version: int, pos: int = 0, *, strict: bool = True) -> Self:
+        """Decode a whole body at `version` from data[pos:].
+
+        Strict (the default: fuzzers, tests, stored formats), bytes after the body are an
+        error. Not strict, they are ignored, as Kafka ignores what follows the fields a
+        request's version defines (librdkafka 2.16 sends Metadata v12 with 3 more bytes).
+        """
         if type(data) is not bytes:
             data = bytes(data)
         message, end = cls.decode_prefix(data, version, pos)
-        if end != len(data):
+        if strict and end != len(data):
             raise DecodeError(
                 f"malformed {cls.__name__} v{version}: {len(data) - end} trailing bytes"
             )
