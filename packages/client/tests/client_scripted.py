@@ -927,7 +927,7 @@ class ScriptedCluster:
             if "cleanup.policy" not in overrides and r.resource_type == 2:
                 entries.append(
                     DescribeConfigsResourceResult(
-                        name="cleanup.policy", value="delete", config_source=5, is_default=True
+                        name="cleanup.policy", value="delete", config_source=5
                     )
                 )
             results.append(

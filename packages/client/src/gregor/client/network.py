@@ -21,7 +21,7 @@ import logging
 import math
 import random
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 import trio
 
@@ -32,6 +32,8 @@ from gregor.client.wakeup import Wakeup
 from gregor.protocol.apis.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
 from gregor.protocol.errors import KafkaError, NetworkError, RequestTimedOutError
 from gregor.protocol.schema import Request, Response
+
+Q = TypeVar("Q", bound=Request)
 
 log = logging.getLogger(__name__)
 
@@ -314,6 +316,21 @@ class NetworkClient:
         """Send `body` to a broker (BOOTSTRAP: any) and wait for its response."""
         connection = await self.connect(node_id)
         return await self.send(connection, body, version, timeout=timeout)
+
+    async def request_built(
+        self,
+        node_id: int,
+        api: type[Q],
+        build: Callable[[int], Q],
+        *,
+        timeout: float | None = None,
+    ) -> Response:
+        """Send `build(version)` for the version of `api` negotiated with that broker: for
+        requests whose fields differ between versions (a field set in a version that lacks
+        it fails to encode, as in Kafka)."""
+        connection = await self.connect(node_id)
+        version = connection.version_for(api)
+        return await self.send(connection, build(version), version, timeout=timeout)
 
     async def send(
         self,

@@ -15,7 +15,7 @@ import struct
 import uuid
 from typing import Any
 
-from gregor.protocol.errors import DecodeError, EncodeError
+from gregor.protocol.errors import DecodeError, EncodeError, UnsupportedVersionError
 from gregor.protocol.primitives import INT8, INT16, INT32, Writer, read_uvarint, write_uvarint
 from gregor.protocol.schema import (
     BYTES,
@@ -36,6 +36,7 @@ from gregor.protocol.schema import (
 _BASE_ENV: dict[str, Any] = {
     "DecodeError": DecodeError,
     "EncodeError": EncodeError,
+    "UnsupportedVersionError": UnsupportedVersionError,
     "Writer": Writer,
     "_I8": INT8,
     "_I16": INT16,
@@ -157,6 +158,7 @@ class _Generator:
 
     def encoder_source(self, regular: list[Field], tagged: list[Field]) -> str:
         lines = ["def enc(o, w):"]
+        lines += self.refuse_absent()
         for run in self.runs(regular):
             first = run[0]
             if isinstance(first.kind, Kind) and first.kind.fmt is not None:
@@ -226,6 +228,28 @@ class _Generator:
                     lines += self.encode_value(element_field, element, x, w, ind + "    ")
         else:  # pragma: no cover - every kind is handled above
             raise TypeError(kind)
+        return lines
+
+    def refuse_absent(self) -> list[str]:
+        """Kafka's rule: a field this version lacks, if set, fails unless it is ignorable.
+
+        Which version is named is added by `Message.encode_into` (layouts share code).
+        """
+        lines = []
+        for f in self.cls.fields():
+            if _present(f, self.version) or f.ignorable:
+                continue
+            msg = repr(f"{self.cls.__name__}.{f.name} is set, but this version lacks it")
+            lines += [
+                f"    if o.{f.name} != {self.default_expr(f)}:",
+                f"        raise UnsupportedVersionError({msg})",
+            ]
+        if not self.flexible:
+            msg = repr(f"{self.cls.__name__} has tagged fields, but this version has none")
+            lines += [
+                "    if o.unknown_tagged_fields:",
+                f"        raise UnsupportedVersionError({msg})",
+            ]
         return lines
 
     @staticmethod

@@ -41,9 +41,9 @@ class TopicPartitions(Struct):
 class ConsumerProtocolSubscription(Message, valid="0-3", flexible="none"):
     topics: list[str] = []
     user_data: bytes | None = None
-    owned_partitions: Annotated[list[TopicPartitions], V("1+")] = []
-    generation_id: Annotated[Int32, V("2+")] = -1
-    rack_id: Annotated[str | None, V("3+")] = None
+    owned_partitions: Annotated[list[TopicPartitions], V("1+", ignorable=True)] = []
+    generation_id: Annotated[Int32, V("2+", ignorable=True)] = -1
+    rack_id: Annotated[str | None, V("3+", ignorable=True)] = None
 
 
 class ConsumerProtocolAssignment(Message, valid="0-3", flexible="none"):
@@ -53,7 +53,8 @@ class ConsumerProtocolAssignment(Message, valid="0-3", flexible="none"):
 
 class StickyAssignorUserData(Message, valid="0-1", flexible="none"):
     previous_assignment: list[TopicPartitions] = []
-    generation: Annotated[Int32, V("1+")] = -1
+    # Java writes v0 by hand, without the generation: dropped, not refused.
+    generation: Annotated[Int32, V("1+", ignorable=True)] = -1
 
 
 class CooperativeStickyAssignorUserData(Message, valid="0", flexible="none"):

@@ -34,7 +34,7 @@ class RequestHeader(Message, valid="0-2", flexible="2+"):
     request_api_key: Int16 = 0
     request_api_version: Int16 = 0
     correlation_id: Int32 = 0
-    client_id: Annotated[str | None, V("1+", flexible="none")] = ""
+    client_id: Annotated[str | None, V("1+", flexible="none", ignorable=True)] = ""
 
 
 class ResponseHeader(Message, valid="0-1", flexible="1+"):

@@ -45,10 +45,10 @@ class OffsetCommitKey(Message, valid="0-1", flexible="none"):
 
 class OffsetCommitValue(Message, valid="0-4", flexible="4+"):
     offset: Int64 = 0
-    leader_epoch: Annotated[Int32, V("3+")] = -1
+    leader_epoch: Annotated[Int32, V("3+", ignorable=True)] = -1
     metadata: str = ""
     commit_timestamp: Int64 = 0
-    expire_timestamp: Annotated[Int64, V("1")] = -1
+    expire_timestamp: Annotated[Int64, V("1", ignorable=True)] = -1
 
 
 class GroupMetadataKey(Message, valid="2", flexible="none"):
@@ -57,10 +57,10 @@ class GroupMetadataKey(Message, valid="2", flexible="none"):
 
 class MemberMetadata(Struct):
     member_id: str = ""
-    group_instance_id: Annotated[str | None, V("3+")] = None
+    group_instance_id: Annotated[str | None, V("3+", ignorable=True)] = None
     client_id: str = ""
     client_host: str = ""
-    rebalance_timeout: Annotated[Int32, V("1+")] = -1
+    rebalance_timeout: Annotated[Int32, V("1+", ignorable=True)] = -1
     session_timeout: Int32 = 0
     subscription: bytes = b""
     assignment: bytes = b""
@@ -71,7 +71,7 @@ class GroupMetadataValue(Message, valid="0-4", flexible="4+"):
     generation: Int32 = 0
     protocol: str | None = None
     leader: str | None = None
-    current_state_timestamp: Annotated[Int64, V("2+")] = -1
+    current_state_timestamp: Annotated[Int64, V("2+", ignorable=True)] = -1
     members: list[MemberMetadata] = []
 
 

@@ -18,7 +18,8 @@ annotation says everything the wire needs:
   name their width with the aliases `Int8` ... `UInt32`; record data is `Records`.
 - `V(...)` carries the versions (`"0+"`, `"3-5"`, `"none"`), the versions in which the field
   is nullable (by default: all of them when the type admits None), and for tagged fields the
-  tag and tagged versions.
+  tag and tagged versions, and whether it is `ignorable` (Kafka's flag: a value set in a
+  version without the field is dropped; any other such field fails the encoding).
 - The class attribute is the default. A list default is copied for each instance.
 
 Classes are slotted and mutable (handlers build responses field by field). Encoders and
@@ -138,7 +139,7 @@ _PLAIN_KINDS: dict[Any, Kind] = {
 class V:
     """Version metadata of one field (see the module docstring)."""
 
-    __slots__ = ("flexible", "nullable", "tag", "tagged", "versions")
+    __slots__ = ("flexible", "ignorable", "nullable", "tag", "tagged", "versions")
 
     def __init__(
         self,
@@ -148,8 +149,13 @@ class V:
         tag: int | None = None,
         tagged: str | None = None,
         flexible: str | None = None,
+        ignorable: bool = False,
     ) -> None:
         self.versions = Versions.parse(versions)
+        # Kafka's "ignorable": a value set in a version without the field is dropped. Any
+        # other field set (not its default) in such a version fails the encoding, so that a
+        # message never silently means less than it says.
+        self.ignorable = ignorable
         self.nullable = None if nullable is None else Versions.parse(nullable)
         self.tag = tag
         # Tagged fields are tagged in every version they exist in, unless told otherwise.
@@ -183,6 +189,7 @@ class Field:
     tagged: Versions
     flexible: Versions | None
     default: Any
+    ignorable: bool = False
 
     def fresh_default(self) -> Any:
         """The default, copied when it is mutable (lists, nested structs)."""
@@ -350,6 +357,7 @@ def _resolve_fields(cls: type[Struct]) -> tuple[Field, ...]:
                 tagged=meta.tagged,
                 flexible=meta.flexible,
                 default=cls._field_defaults[name],
+                ignorable=meta.ignorable,
             )
         )
     return tuple(out)
@@ -401,6 +409,8 @@ class Message(Struct):
             encoder = self._encoders[version] = encoder_for(type(self), version)
         try:
             encoder(self, out)
+        except UnsupportedVersionError as exc:  # a field the version lacks is set
+            raise UnsupportedVersionError(f"{type(self).__name__} v{version}: {exc}") from None
         except ProtocolError:
             raise
         except Exception as exc:

@@ -170,14 +170,14 @@ def describe_broker(
 
 
 def _result_entry(
-    entry: ConfigEntry, synonyms: bool, documentation: bool
+    entry: ConfigEntry, synonyms: bool, documentation: bool, version: int
 ) -> DescribeConfigsResourceResult:
     declared = entry.declaration
     return DescribeConfigsResourceResult(
         name=entry.name,
         value=entry.value,
         read_only=entry.read_only,
-        is_default=entry.source == DEFAULT,
+        is_default=version == 0 and entry.source == DEFAULT,  # v1+ say config_source
         config_source=entry.source,
         is_sensitive=declared is not None and declared.sensitive,
         synonyms=[DescribeConfigsSynonym(n, v, s) for n, v, s in entry.synonyms]
@@ -214,7 +214,9 @@ async def describe_configs(
                 wanted = [e for e in entries if not keys or e.name in keys]
                 result.error_message = None
                 result.configs = [
-                    _result_entry(e, request.include_synonyms, request.include_documentation)
+                    _result_entry(
+                        e, request.include_synonyms, request.include_documentation, version
+                    )
                     for e in wanted
                 ]
         response.results.append(result)

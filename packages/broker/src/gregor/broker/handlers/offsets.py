@@ -76,7 +76,8 @@ async def list_offsets(
             if found is not None:
                 answer.timestamp = found.timestamp
                 answer.offset = found.offset
-                answer.leader_epoch = -1 if found.leader_epoch is None else found.leader_epoch
+                if version >= 4 and found.leader_epoch is not None:  # v1-3 have no epoch
+                    answer.leader_epoch = found.leader_epoch
         response.topics.append(ListOffsetsTopicResponse(topic.name, answers))
     return response
 

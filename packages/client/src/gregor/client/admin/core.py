@@ -171,7 +171,11 @@ class AdminCore:
             f"{what} did not complete within {limit:.1f}s" + (f": {last}" if last else "")
         )
 
-    async def _controller(self, request: Request) -> Response:
+    async def _controller(
+        self, request: Request | Callable[[int], Request], api: type[Request] | None = None
+    ) -> Response:
+        """Send to the controller: a request, or `request(version)` of type `api` where its
+        fields differ between versions (the version is the one the connection negotiates)."""
         cluster = (
             self.client.cluster
             if self.client.metadata_version
@@ -179,7 +183,10 @@ class AdminCore:
         )
         if cluster.controller_id < 0:
             raise _Again("no controller known")
-        return await self.client.request(cluster.controller_id, request)
+        if isinstance(request, Request):
+            return await self.client.request(cluster.controller_id, request)
+        assert api is not None
+        return await self.client.request_built(cluster.controller_id, api, request)
 
     @staticmethod
     def _controller_moved(code: int) -> None:
@@ -234,16 +241,15 @@ class AdminCore:
     async def delete_topics(self, topics: Sequence[str], timeout: float | None = None) -> None:
         limit = self.api_timeout if timeout is None else timeout
 
-        # v6 names topics in `topics` and v0-5 in `topic_names`; the encoder writes only the
-        # field of the version it negotiates, so both are filled.
-        request = DeleteTopicsRequest(
-            topics=[DeleteTopicState(name=name) for name in topics],
-            topic_names=list(topics),
-            timeout_ms=int(limit * 1000),
-        )
+        def request(version: int) -> DeleteTopicsRequest:
+            # v6 names topics in `topics`, v0-5 in `topic_names`.
+            if version >= 6:
+                states = [DeleteTopicState(name=name) for name in topics]
+                return DeleteTopicsRequest(topics=states, timeout_ms=int(limit * 1000))
+            return DeleteTopicsRequest(topic_names=list(topics), timeout_ms=int(limit * 1000))
 
         async def attempt() -> None:
-            response = await self._controller(request)
+            response = await self._controller(request, DeleteTopicsRequest)
             assert isinstance(response, DeleteTopicsResponse)
             for result in response.responses:
                 self._controller_moved(result.error_code)

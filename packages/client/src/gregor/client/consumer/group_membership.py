@@ -161,10 +161,20 @@ class ConsumerCoordinator:
             self.client.disconnect(self._coordinator, "the group coordinator moved")
         self._coordinator = None
 
-    async def _request(self, body: Request, timeout: float | None = None) -> Response:
+    async def _request(
+        self,
+        body: Request | Callable[[int], Request],
+        timeout: float | None = None,
+        api: type[Request] | None = None,
+    ) -> Response:
+        """Send to the coordinator: a request, or `body(version)` of type `api` where its
+        fields differ between versions."""
         node = await self.coordinator()
         try:
-            return await self.client.request(node, body, timeout=timeout)
+            if isinstance(body, Request):
+                return await self.client.request(node, body, timeout=timeout)
+            assert api is not None
+            return await self.client.request_built(node, api, body, timeout=timeout)
         except NetworkError:
             self.coordinator_gone()
             raise
@@ -418,15 +428,16 @@ class ConsumerCoordinator:
         session times out, so a restart does not cause a rebalance)."""
         if self.instance_id is not None or not self.member_id:
             return
+        group, member = self.group_id, self.member_id
+
+        def request(version: int) -> LeaveGroupRequest:
+            if version < 3:  # one member by id; v3+ a list of members (KIP-345)
+                return LeaveGroupRequest(group_id=group, member_id=member)
+            return LeaveGroupRequest(group_id=group, members=[MemberIdentity(member, None, reason)])
+
         try:
             with trio.move_on_after(self.config.request_timeout_ms / 1000):
-                response = await self._request(
-                    LeaveGroupRequest(
-                        group_id=self.group_id,
-                        member_id=self.member_id,
-                        members=[MemberIdentity(self.member_id, None, reason)],
-                    )
-                )
+                response = await self._request(request, api=LeaveGroupRequest)
                 assert isinstance(response, LeaveGroupResponse)
         except (NetworkError, KafkaError) as exc:
             log.debug("group %s: leaving failed: %s", self.group_id, exc)
@@ -535,7 +546,6 @@ async def fetch_committed(
         topics = [
             OffsetFetchRequestTopic(t, ps) for t, ps in partitions_by_topic(partitions).items()
         ]
-    request = OffsetFetchRequest(group_id=group_id, topics=topics, require_stable=True)
     attempts = 0
     with trio.move_on_after(timeout):
         while True:
@@ -546,6 +556,11 @@ async def fetch_committed(
                     version = connection.version_for(
                         OffsetFetchRequest, max_version=7, min_version=2
                     )
+                # Offsets of pending transactions wait (v7+); before that the Java consumer
+                # does without, as here.
+                request = OffsetFetchRequest(
+                    group_id=group_id, topics=topics, require_stable=version >= 7
+                )
                 response = await client.send(connection, request, version)
                 assert isinstance(response, OffsetFetchResponse)
                 return _committed_answer(group_id, response, lost)

@@ -45,6 +45,6 @@ class AddPartitionsToTxnResult(Struct):
 
 class AddPartitionsToTxnResponse(Response, api_key=24, valid="0-5", flexible="3+"):
     throttle_time_ms: Int32 = 0
-    error_code: Annotated[Int16, V("4+")] = 0
+    error_code: Annotated[Int16, V("4+", ignorable=True)] = 0
     results_by_transaction: Annotated[list[AddPartitionsToTxnResult], V("4+")] = []
     results_by_topic_v3_and_below: Annotated[list[AddPartitionsToTxnTopicResult], V("0-3")] = []

@@ -8,8 +8,8 @@ from gregor.protocol.schema import Int16, Int32, Int64, Request, Response, Struc
 
 
 class ApiVersionsRequest(Request, api_key=18, valid="0-4", flexible="3+"):
-    client_software_name: Annotated[str, V("3+")] = ""
-    client_software_version: Annotated[str, V("3+")] = ""
+    client_software_name: Annotated[str, V("3+", ignorable=True)] = ""
+    client_software_version: Annotated[str, V("3+", ignorable=True)] = ""
 
 
 class ApiVersion(Struct):
@@ -33,8 +33,8 @@ class FinalizedFeatureKey(Struct):
 class ApiVersionsResponse(Response, api_key=18, valid="0-4", flexible="3+"):
     error_code: Int16 = 0
     api_keys: list[ApiVersion] = []
-    throttle_time_ms: Annotated[Int32, V("1+")] = 0
-    supported_features: Annotated[list[SupportedFeatureKey], V("3+", tag=0)] = []
-    finalized_features_epoch: Annotated[Int64, V("3+", tag=1)] = -1
-    finalized_features: Annotated[list[FinalizedFeatureKey], V("3+", tag=2)] = []
-    zk_migration_ready: Annotated[bool, V("3+", tag=3)] = False
+    throttle_time_ms: Annotated[Int32, V("1+", ignorable=True)] = 0
+    supported_features: Annotated[list[SupportedFeatureKey], V("3+", tag=0, ignorable=True)] = []
+    finalized_features_epoch: Annotated[Int64, V("3+", tag=1, ignorable=True)] = -1
+    finalized_features: Annotated[list[FinalizedFeatureKey], V("3+", tag=2, ignorable=True)] = []
+    zk_migration_ready: Annotated[bool, V("3+", tag=3, ignorable=True)] = False

@@ -9,7 +9,7 @@ from gregor.protocol.schema import Int16, Int32, Int64, Request, Response, Struc
 
 class ControlledShutdownRequest(Request, api_key=7, valid="0-3", flexible="3+"):
     broker_id: Int32 = 0
-    broker_epoch: Annotated[Int64, V("2+")] = -1
+    broker_epoch: Annotated[Int64, V("2+", ignorable=True)] = -1
 
 
 class RemainingPartition(Struct):

@@ -36,21 +36,21 @@ class CreatableTopicConfigs(Struct):
     name: Annotated[str, V("5+")] = ""
     value: Annotated[str | None, V("5+")] = ""
     read_only: Annotated[bool, V("5+")] = False
-    config_source: Annotated[Int8, V("5+")] = -1
+    config_source: Annotated[Int8, V("5+", ignorable=True)] = -1
     is_sensitive: Annotated[bool, V("5+")] = False
 
 
 class CreatableTopicResult(Struct):
     name: str = ""
-    topic_id: Annotated[UUID, V("7+")] = UUID(int=0)
+    topic_id: Annotated[UUID, V("7+", ignorable=True)] = UUID(int=0)
     error_code: Int16 = 0
-    error_message: Annotated[str | None, V("1+")] = ""
-    topic_config_error_code: Annotated[Int16, V("5+", tag=0)] = 0
-    num_partitions: Annotated[Int32, V("5+")] = -1
-    replication_factor: Annotated[Int16, V("5+")] = -1
-    configs: Annotated[list[CreatableTopicConfigs] | None, V("5+")] = []
+    error_message: Annotated[str | None, V("1+", ignorable=True)] = ""
+    topic_config_error_code: Annotated[Int16, V("5+", tag=0, ignorable=True)] = 0
+    num_partitions: Annotated[Int32, V("5+", ignorable=True)] = -1
+    replication_factor: Annotated[Int16, V("5+", ignorable=True)] = -1
+    configs: Annotated[list[CreatableTopicConfigs] | None, V("5+", ignorable=True)] = []
 
 
 class CreateTopicsResponse(Response, api_key=19, valid="0-7", flexible="5+"):
-    throttle_time_ms: Annotated[Int32, V("2+")] = 0
+    throttle_time_ms: Annotated[Int32, V("2+", ignorable=True)] = 0
     topics: list[CreatableTopicResult] = []

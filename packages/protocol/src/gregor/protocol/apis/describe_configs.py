@@ -30,11 +30,11 @@ class DescribeConfigsResourceResult(Struct):
     value: str | None = ""
     read_only: bool = False
     is_default: Annotated[bool, V("0")] = False
-    config_source: Annotated[Int8, V("1+")] = -1
+    config_source: Annotated[Int8, V("1+", ignorable=True)] = -1
     is_sensitive: bool = False
-    synonyms: Annotated[list[DescribeConfigsSynonym], V("1+")] = []
-    config_type: Annotated[Int8, V("3+")] = 0
-    documentation: Annotated[str | None, V("3+")] = ""
+    synonyms: Annotated[list[DescribeConfigsSynonym], V("1+", ignorable=True)] = []
+    config_type: Annotated[Int8, V("3+", ignorable=True)] = 0
+    documentation: Annotated[str | None, V("3+", ignorable=True)] = ""
 
 
 class DescribeConfigsResult(Struct):

@@ -14,7 +14,7 @@ class DescribeGroupsRequest(Request, api_key=15, valid="0-5", flexible="5+"):
 
 class DescribedGroupMember(Struct):
     member_id: str = ""
-    group_instance_id: Annotated[str | None, V("4+")] = None
+    group_instance_id: Annotated[str | None, V("4+", ignorable=True)] = None
     client_id: str = ""
     client_host: str = ""
     member_metadata: bytes = b""
@@ -32,5 +32,5 @@ class DescribedGroup(Struct):
 
 
 class DescribeGroupsResponse(Response, api_key=15, valid="0-5", flexible="5+"):
-    throttle_time_ms: Annotated[Int32, V("1+")] = 0
+    throttle_time_ms: Annotated[Int32, V("1+", ignorable=True)] = 0
     groups: list[DescribedGroup] = []

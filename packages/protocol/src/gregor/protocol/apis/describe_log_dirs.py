@@ -32,11 +32,11 @@ class DescribeLogDirsResult(Struct):
     error_code: Int16 = 0
     log_dir: str = ""
     topics: list[DescribeLogDirsTopic] = []
-    total_bytes: Annotated[Int64, V("4+")] = -1
-    usable_bytes: Annotated[Int64, V("4+")] = -1
+    total_bytes: Annotated[Int64, V("4+", ignorable=True)] = -1
+    usable_bytes: Annotated[Int64, V("4+", ignorable=True)] = -1
 
 
 class DescribeLogDirsResponse(Response, api_key=35, valid="0-4", flexible="2+"):
     throttle_time_ms: Int32 = 0
-    error_code: Annotated[Int16, V("3+")] = 0
+    error_code: Annotated[Int16, V("3+", ignorable=True)] = 0
     results: list[DescribeLogDirsResult] = []

@@ -17,5 +17,5 @@ class EndTxnRequest(Request, api_key=26, valid="0-5", flexible="3+"):
 class EndTxnResponse(Response, api_key=26, valid="0-5", flexible="3+"):
     throttle_time_ms: Int32 = 0
     error_code: Int16 = 0
-    producer_id: Annotated[Int64, V("5+")] = -1
-    producer_epoch: Annotated[Int16, V("5+")] = -1
+    producer_id: Annotated[Int64, V("5+", ignorable=True)] = -1
+    producer_epoch: Annotated[Int16, V("5+", ignorable=True)] = -1

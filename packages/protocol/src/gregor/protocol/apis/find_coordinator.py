@@ -19,13 +19,13 @@ class Coordinator(Struct):
     host: Annotated[str, V("4+")] = ""
     port: Annotated[Int32, V("4+")] = 0
     error_code: Annotated[Int16, V("4+")] = 0
-    error_message: Annotated[str | None, V("4+")] = ""
+    error_message: Annotated[str | None, V("4+", ignorable=True)] = ""
 
 
 class FindCoordinatorResponse(Response, api_key=10, valid="0-6", flexible="3+"):
-    throttle_time_ms: Annotated[Int32, V("1+")] = 0
+    throttle_time_ms: Annotated[Int32, V("1+", ignorable=True)] = 0
     error_code: Annotated[Int16, V("0-3")] = 0
-    error_message: Annotated[str | None, V("1-3")] = ""
+    error_message: Annotated[str | None, V("1-3", ignorable=True)] = ""
     node_id: Annotated[Int32, V("0-3")] = 0
     host: Annotated[str, V("0-3")] = ""
     port: Annotated[Int32, V("0-3")] = 0

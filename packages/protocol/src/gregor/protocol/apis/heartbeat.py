@@ -15,5 +15,5 @@ class HeartbeatRequest(Request, api_key=12, valid="0-4", flexible="4+"):
 
 
 class HeartbeatResponse(Response, api_key=12, valid="0-4", flexible="4+"):
-    throttle_time_ms: Annotated[Int32, V("1+")] = 0
+    throttle_time_ms: Annotated[Int32, V("1+", ignorable=True)] = 0
     error_code: Int16 = 0

@@ -10,7 +10,7 @@ from gregor.protocol.schema import Int16, Int32, Request, Response, Struct, V
 class MemberIdentity(Struct):
     member_id: Annotated[str, V("3+")] = ""
     group_instance_id: Annotated[str | None, V("3+")] = None
-    reason: Annotated[str | None, V("5+")] = None
+    reason: Annotated[str | None, V("5+", ignorable=True)] = None
 
 
 class LeaveGroupRequest(Request, api_key=13, valid="0-5", flexible="4+"):
@@ -26,6 +26,6 @@ class MemberResponse(Struct):
 
 
 class LeaveGroupResponse(Response, api_key=13, valid="0-5", flexible="4+"):
-    throttle_time_ms: Annotated[Int32, V("1+")] = 0
+    throttle_time_ms: Annotated[Int32, V("1+", ignorable=True)] = 0
     error_code: Int16 = 0
     members: Annotated[list[MemberResponse], V("3+")] = []

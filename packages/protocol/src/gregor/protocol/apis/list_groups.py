@@ -15,11 +15,11 @@ class ListGroupsRequest(Request, api_key=16, valid="0-5", flexible="3+"):
 class ListedGroup(Struct):
     group_id: str = ""
     protocol_type: str = ""
-    group_state: Annotated[str, V("4+")] = ""
-    group_type: Annotated[str, V("5+")] = ""
+    group_state: Annotated[str, V("4+", ignorable=True)] = ""
+    group_type: Annotated[str, V("5+", ignorable=True)] = ""
 
 
 class ListGroupsResponse(Response, api_key=16, valid="0-5", flexible="3+"):
-    throttle_time_ms: Annotated[Int32, V("1+")] = 0
+    throttle_time_ms: Annotated[Int32, V("1+", ignorable=True)] = 0
     error_code: Int16 = 0
     groups: list[ListedGroup] = []

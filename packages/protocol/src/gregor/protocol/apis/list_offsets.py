@@ -9,7 +9,7 @@ from gregor.protocol.schema import Int8, Int16, Int32, Int64, Request, Response,
 
 class ListOffsetsPartition(Struct):
     partition_index: Int32 = 0
-    current_leader_epoch: Annotated[Int32, V("4+")] = -1
+    current_leader_epoch: Annotated[Int32, V("4+", ignorable=True)] = -1
     timestamp: Int64 = 0
     max_num_offsets: Annotated[Int32, V("0")] = 1
 
@@ -23,7 +23,7 @@ class ListOffsetsRequest(Request, api_key=2, valid="0-10", flexible="6+"):
     replica_id: Int32 = 0
     isolation_level: Annotated[Int8, V("2+")] = 0
     topics: list[ListOffsetsTopic] = []
-    timeout_ms: Annotated[Int32, V("10+")] = 0
+    timeout_ms: Annotated[Int32, V("10+", ignorable=True)] = 0
 
 
 class ListOffsetsPartitionResponse(Struct):
@@ -41,5 +41,5 @@ class ListOffsetsTopicResponse(Struct):
 
 
 class ListOffsetsResponse(Response, api_key=2, valid="0-10", flexible="6+"):
-    throttle_time_ms: Annotated[Int32, V("2+")] = 0
+    throttle_time_ms: Annotated[Int32, V("2+", ignorable=True)] = 0
     topics: list[ListOffsetsTopicResponse] = []

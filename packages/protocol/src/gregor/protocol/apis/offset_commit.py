@@ -10,7 +10,7 @@ from gregor.protocol.schema import Int16, Int32, Int64, Request, Response, Struc
 class OffsetCommitRequestPartition(Struct):
     partition_index: Int32 = 0
     committed_offset: Int64 = 0
-    committed_leader_epoch: Annotated[Int32, V("6+")] = -1
+    committed_leader_epoch: Annotated[Int32, V("6+", ignorable=True)] = -1
     commit_timestamp: Annotated[Int64, V("1")] = -1
     committed_metadata: str | None = ""
 
@@ -22,10 +22,10 @@ class OffsetCommitRequestTopic(Struct):
 
 class OffsetCommitRequest(Request, api_key=8, valid="0-9", flexible="8+"):
     group_id: str = ""
-    generation_id_or_member_epoch: Annotated[Int32, V("1+")] = -1
-    member_id: Annotated[str, V("1+")] = ""
+    generation_id_or_member_epoch: Annotated[Int32, V("1+", ignorable=True)] = -1
+    member_id: Annotated[str, V("1+", ignorable=True)] = ""
     group_instance_id: Annotated[str | None, V("7+")] = None
-    retention_time_ms: Annotated[Int64, V("2-4")] = -1
+    retention_time_ms: Annotated[Int64, V("2-4", ignorable=True)] = -1
     topics: list[OffsetCommitRequestTopic] = []
 
 
@@ -40,5 +40,5 @@ class OffsetCommitResponseTopic(Struct):
 
 
 class OffsetCommitResponse(Response, api_key=8, valid="0-9", flexible="8+"):
-    throttle_time_ms: Annotated[Int32, V("3+")] = 0
+    throttle_time_ms: Annotated[Int32, V("3+", ignorable=True)] = 0
     topics: list[OffsetCommitResponseTopic] = []

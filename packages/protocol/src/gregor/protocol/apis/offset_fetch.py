@@ -19,8 +19,8 @@ class OffsetFetchRequestTopics(Struct):
 
 class OffsetFetchRequestGroup(Struct):
     group_id: Annotated[str, V("8+")] = ""
-    member_id: Annotated[str | None, V("9+")] = None
-    member_epoch: Annotated[Int32, V("9+")] = -1
+    member_id: Annotated[str | None, V("9+", ignorable=True)] = None
+    member_epoch: Annotated[Int32, V("9+", ignorable=True)] = -1
     topics: Annotated[list[OffsetFetchRequestTopics] | None, V("8+")] = []
 
 
@@ -34,7 +34,7 @@ class OffsetFetchRequest(Request, api_key=9, valid="0-9", flexible="6+"):
 class OffsetFetchResponsePartition(Struct):
     partition_index: Annotated[Int32, V("0-7")] = 0
     committed_offset: Annotated[Int64, V("0-7")] = 0
-    committed_leader_epoch: Annotated[Int32, V("5-7")] = -1
+    committed_leader_epoch: Annotated[Int32, V("5-7", ignorable=True)] = -1
     metadata: Annotated[str | None, V("0-7")] = ""
     error_code: Annotated[Int16, V("0-7")] = 0
 
@@ -47,7 +47,7 @@ class OffsetFetchResponseTopic(Struct):
 class OffsetFetchResponsePartitions(Struct):
     partition_index: Annotated[Int32, V("8+")] = 0
     committed_offset: Annotated[Int64, V("8+")] = 0
-    committed_leader_epoch: Annotated[Int32, V("8+")] = -1
+    committed_leader_epoch: Annotated[Int32, V("8+", ignorable=True)] = -1
     metadata: Annotated[str | None, V("8+")] = ""
     error_code: Annotated[Int16, V("8+")] = 0
 
@@ -64,7 +64,7 @@ class OffsetFetchResponseGroup(Struct):
 
 
 class OffsetFetchResponse(Response, api_key=9, valid="0-9", flexible="6+"):
-    throttle_time_ms: Annotated[Int32, V("3+")] = 0
+    throttle_time_ms: Annotated[Int32, V("3+", ignorable=True)] = 0
     topics: Annotated[list[OffsetFetchResponseTopic], V("0-7")] = []
-    error_code: Annotated[Int16, V("2-7")] = 0
+    error_code: Annotated[Int16, V("2-7", ignorable=True)] = 0
     groups: Annotated[list[OffsetFetchResponseGroup], V("8+")] = []

@@ -9,7 +9,7 @@ from gregor.protocol.schema import Int16, Int32, Int64, Request, Response, Struc
 
 class OffsetForLeaderPartition(Struct):
     partition: Int32 = 0
-    current_leader_epoch: Annotated[Int32, V("2+")] = -1
+    current_leader_epoch: Annotated[Int32, V("2+", ignorable=True)] = -1
     leader_epoch: Int32 = 0
 
 
@@ -19,14 +19,14 @@ class OffsetForLeaderTopic(Struct):
 
 
 class OffsetForLeaderEpochRequest(Request, api_key=23, valid="0-4", flexible="4+"):
-    replica_id: Annotated[Int32, V("3+")] = -2
+    replica_id: Annotated[Int32, V("3+", ignorable=True)] = -2
     topics: list[OffsetForLeaderTopic] = []
 
 
 class EpochEndOffset(Struct):
     error_code: Int16 = 0
     partition: Int32 = 0
-    leader_epoch: Annotated[Int32, V("1+")] = -1
+    leader_epoch: Annotated[Int32, V("1+", ignorable=True)] = -1
     end_offset: Int64 = -1
 
 
@@ -36,5 +36,5 @@ class OffsetForLeaderTopicResult(Struct):
 
 
 class OffsetForLeaderEpochResponse(Response, api_key=23, valid="0-4", flexible="4+"):
-    throttle_time_ms: Annotated[Int32, V("2+")] = 0
+    throttle_time_ms: Annotated[Int32, V("2+", ignorable=True)] = 0
     topics: list[OffsetForLeaderTopicResult] = []

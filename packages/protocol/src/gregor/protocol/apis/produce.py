@@ -38,10 +38,10 @@ class PartitionProduceResponse(Struct):
     index: Int32 = 0
     error_code: Int16 = 0
     base_offset: Int64 = 0
-    log_append_time_ms: Annotated[Int64, V("2+")] = -1
-    log_start_offset: Annotated[Int64, V("5+")] = -1
-    record_errors: Annotated[list[BatchIndexAndErrorMessage], V("8+")] = []
-    error_message: Annotated[str | None, V("8+")] = None
+    log_append_time_ms: Annotated[Int64, V("2+", ignorable=True)] = -1
+    log_start_offset: Annotated[Int64, V("5+", ignorable=True)] = -1
+    record_errors: Annotated[list[BatchIndexAndErrorMessage], V("8+", ignorable=True)] = []
+    error_message: Annotated[str | None, V("8+", ignorable=True)] = None
     current_leader: Annotated[LeaderIdAndEpoch, V("10+", tag=0)] = LeaderIdAndEpoch()
 
 
@@ -59,5 +59,5 @@ class NodeEndpoint(Struct):
 
 class ProduceResponse(Response, api_key=0, valid="0-11", flexible="9+"):
     responses: list[TopicProduceResponse] = []
-    throttle_time_ms: Annotated[Int32, V("1+")] = 0
+    throttle_time_ms: Annotated[Int32, V("1+", ignorable=True)] = 0
     node_endpoints: Annotated[list[NodeEndpoint], V("10+", tag=0)] = []

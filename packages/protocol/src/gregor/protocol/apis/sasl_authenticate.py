@@ -15,4 +15,4 @@ class SaslAuthenticateResponse(Response, api_key=36, valid="0-2", flexible="2+")
     error_code: Int16 = 0
     error_message: str | None = ""
     auth_bytes: bytes = b""
-    session_lifetime_ms: Annotated[Int64, V("1+")] = 0
+    session_lifetime_ms: Annotated[Int64, V("1+", ignorable=True)] = 0

@@ -32,7 +32,7 @@ class StopReplicaRequest(Request, api_key=5, valid="0-4", flexible="2+"):
     controller_id: Int32 = 0
     is_kraft_controller: Annotated[bool, V("4+")] = False
     controller_epoch: Int32 = 0
-    broker_epoch: Annotated[Int64, V("1+")] = -1
+    broker_epoch: Annotated[Int64, V("1+", ignorable=True)] = -1
     delete_partitions: Annotated[bool, V("0-2")] = False
     ungrouped_partitions: Annotated[list[StopReplicaPartitionV0], V("0")] = []
     topics: Annotated[list[StopReplicaTopicV1], V("1-2")] = []

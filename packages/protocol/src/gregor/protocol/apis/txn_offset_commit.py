@@ -10,7 +10,7 @@ from gregor.protocol.schema import Int16, Int32, Int64, Request, Response, Struc
 class TxnOffsetCommitRequestPartition(Struct):
     partition_index: Int32 = 0
     committed_offset: Int64 = 0
-    committed_leader_epoch: Annotated[Int32, V("2+")] = -1
+    committed_leader_epoch: Annotated[Int32, V("2+", ignorable=True)] = -1
     committed_metadata: str | None = ""
 
 
