@@ -7,7 +7,10 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
 from gregor.devcluster import LocalCluster
-from gregor_testing.cluster import create_topic, unique_topic
+from gregor.protocol.apis.produce import PartitionProduceData, ProduceRequest, TopicProduceData
+from gregor.protocol.errors import ErrorCode
+from gregor.protocol.records import BatchBuilder
+from gregor_testing.cluster import WireClient, create_topic, unique_topic
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
@@ -139,3 +142,70 @@ def test_seek_beyond_the_end_is_out_of_range(shared_cluster: LocalCluster) -> No
         assert message.error().code() == KafkaError._AUTO_OFFSET_RESET
     finally:
         consumer.close()
+
+
+def test_record_errors_name_exactly_the_invalid_records(shared_cluster: LocalCluster) -> None:
+    """KIP-467: a batch with keyless records on a compacted topic is refused with
+    INVALID_RECORD, each bad record named by its index in the batch and Kafka's message;
+    librdkafka fails exactly those as INVALID_RECORD, the batch's others as part of an
+    invalid batch (_INVALID_DIFFERENT_RECORD)."""
+    topic = unique_topic("ck-kip467")
+    create_topic(shared_cluster, topic, configs={"cleanup.policy": "compact"})
+    keys = [b"k0", None, b"k2", b"k3", None, b"", None]  # an empty key is a key
+    producer = Producer(
+        {
+            "bootstrap.servers": shared_cluster.bootstrap_servers,
+            "linger.ms": 1000,  # one batch
+            "enable.idempotence": False,
+            "retries": 0,
+        }
+    )
+    reports: list[tuple[int, KafkaError | None]] = []
+    for i, key in enumerate(keys):
+        producer.produce(
+            topic,
+            value=b"v%d" % i,
+            key=key,
+            partition=0,
+            on_delivery=lambda e, m, i=i: reports.append((i, e)),
+        )
+    assert producer.flush(60) == 0
+    errors = dict(reports)
+    assert sorted(errors) == list(range(len(keys)))
+    invalid = {
+        i for i, e in errors.items() if e is not None and e.code() == KafkaError.INVALID_RECORD
+    }
+    assert invalid == {1, 4, 6}
+    others = {i: errors[i] for i in range(len(keys)) if i not in invalid}
+    assert all(
+        e is not None and e.code() == KafkaError._INVALID_DIFFERENT_RECORD for e in others.values()
+    ), others
+    # Nothing of the batch reached the log.
+    assert consume(shared_cluster, [TopicPartition(topic, 0, 0)], 0) == []
+
+    # On the wire (Produce v8+): each bad record's index and Kafka's message for it.
+    builder = BatchBuilder()
+    for i, key in enumerate(keys):
+        builder.append(b"v%d" % i, key=key)
+    client = WireClient(shared_cluster.broker(0))
+    try:
+        request = ProduceRequest(
+            acks=-1,
+            timeout_ms=10_000,
+            topic_data=[TopicProduceData(topic, [PartitionProduceData(0, builder.build())])],
+        )
+        answer = client.request(request, 9).responses[0].partition_responses[0]
+        old = client.request(request, 7).responses[0].partition_responses[0]
+    finally:
+        client.close()
+    why = f"Compacted topic cannot accept message without key in topic partition {topic}-0."
+    assert answer.error_code == ErrorCode.INVALID_RECORD
+    assert [(e.batch_index, e.batch_index_error_message) for e in answer.record_errors] == [
+        (1, why),
+        (4, why),
+        (6, why),
+    ]
+    assert answer.error_message.startswith(
+        "One or more records have been rejected due to 3 record errors in total"
+    )
+    assert (old.error_code, old.record_errors) == (ErrorCode.INVALID_RECORD, [])  # v7: none

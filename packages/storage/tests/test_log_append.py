@@ -136,8 +136,19 @@ def test_timestamp_bounds(open_test_log: LogOpener, clock: FakeClock) -> None:
 def test_compacted_topics_need_keys(open_test_log: LogOpener) -> None:
     log = open_test_log(cleanup_policy="compact")
     log.append_as_leader(make_batch([b"v"], keys=[b"k"]), leader_epoch=0)
-    with pytest.raises(InvalidRecordError, match="without a key"):
-        log.append_as_leader(make_batch([b"v", b"w"], keys=[b"k", None]), leader_epoch=0)
+    end = log.log_end_offset
+    keys = [b"k", None, b"", None, b"k2", None, None]  # an empty key is a key
+    with pytest.raises(InvalidRecordError) as raised:
+        log.append_as_leader(make_batch([b"v"] * len(keys), keys=keys), leader_epoch=0)
+    # KIP-467: every bad record by its index in the batch, as Kafka names it.
+    why = f"Compacted topic cannot accept message without key in topic partition {log.name}."
+    assert raised.value.record_errors == ((1, why), (3, why), (5, why), (6, why))
+    assert str(raised.value) == (
+        "One or more records have been rejected due to 4 record errors in total, and only "
+        f"showing the first three errors at most: [RecordError(batchIndex=1, message='{why}'), "
+        f"RecordError(batchIndex=3, message='{why}'), RecordError(batchIndex=5, message='{why}')]"
+    )
+    assert log.log_end_offset == end  # nothing of the batch was appended
 
 
 def test_idempotent_producer(open_test_log: LogOpener) -> None:

@@ -45,6 +45,7 @@ from gregor.protocol.apis.stop_replica import StopReplicaRequest, StopReplicaRes
 from gregor.protocol.apis.update_metadata import UpdateMetadataRequest
 from gregor.protocol.errors import (
     ErrorCode,
+    InvalidRecordError,
     InvalidTopicError,
     KafkaError,
     NotLeaderOrFollowerError,
@@ -94,6 +95,8 @@ class ProduceResult:
     log_append_time: int = -1
     log_start_offset: int = -1
     message: str | None = None
+    # KIP-467: the records of the batch that failed (index in the batch, why).
+    record_errors: tuple[tuple[int, str | None], ...] = ()
 
 
 class Appended:
@@ -454,7 +457,8 @@ class ReplicaManager:
                 info = partition.append_as_leader(records, acks)
             except KafkaError as exc:
                 self.metrics.failed_produce_requests.mark()
-                results[key] = ProduceResult(exc.code, message=str(exc))
+                bad = exc.record_errors if isinstance(exc, InvalidRecordError) else ()
+                results[key] = ProduceResult(exc.code, message=str(exc), record_errors=bad)
                 continue
             except Exception as exc:
                 log.exception("append to %s-%d failed", topic, index)

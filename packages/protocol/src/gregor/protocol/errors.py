@@ -10,6 +10,7 @@ Two families share one root, `ProtocolError`:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import IntEnum
 from typing import ClassVar, NoReturn
 
@@ -612,7 +613,26 @@ class GroupSubscribedToTopicError(KafkaError, code=ErrorCode.GROUP_SUBSCRIBED_TO
 
 
 class InvalidRecordError(KafkaError, code=ErrorCode.INVALID_RECORD):
-    pass
+    """Also what a produced batch's records fail with (KIP-467): `record_errors` holds each
+    bad record's index in its batch and why, which Produce v8+ answers with."""
+
+    def __init__(
+        self, message: str | None = None, record_errors: Sequence[tuple[int, str | None]] = ()
+    ) -> None:
+        super().__init__(message)
+        self.record_errors = tuple(record_errors)
+
+    @classmethod
+    def for_records(cls, record_errors: Sequence[tuple[int, str | None]]) -> InvalidRecordError:
+        """Kafka's error for these records: its message names the first three."""
+        shown = ", ".join(
+            f"RecordError(batchIndex={i}, message='{why}')" for i, why in record_errors[:3]
+        )
+        return cls(
+            f"One or more records have been rejected due to {len(record_errors)} record errors "
+            f"in total, and only showing the first three errors at most: [{shown}]",
+            record_errors,
+        )
 
 
 class UnstableOffsetCommitError(KafkaError, code=ErrorCode.UNSTABLE_OFFSET_COMMIT, retriable=True):

@@ -14,6 +14,7 @@ from gregor.broker.apis import CloseConnection, Later, RequestContext, handles
 from gregor.broker.replica_manager import ProduceResult
 from gregor.protocol.apis import ApiKey
 from gregor.protocol.apis.produce import (
+    BatchIndexAndErrorMessage,
     PartitionProduceResponse,
     ProduceRequest,
     ProduceResponse,
@@ -113,6 +114,9 @@ def _response(results: dict[tuple[str, int], ProduceResult], version: int) -> Pr
                 base_offset=result.base_offset,
                 log_append_time_ms=result.log_append_time,
                 log_start_offset=result.log_start_offset,
+                record_errors=[
+                    BatchIndexAndErrorMessage(i, why) for i, why in result.record_errors
+                ],
                 error_message=result.message if result.error != ErrorCode.NONE else None,
             )
         )
