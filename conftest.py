@@ -13,7 +13,7 @@ if find_spec("gregor.client"):
 
     BrokerConnection.strict_responses = True
 
-pytest_plugins = ["gregor_testing.builds"] + (
+pytest_plugins = ["gregor_testing.builds", "gregor_testing.matrix"] + (
     ["gregor_testing.processes", "gregor_testing.cluster"]
     if find_spec("gregor.broker") and find_spec("gregor.devcluster")
     else []

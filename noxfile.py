@@ -93,6 +93,17 @@ def tests(session: nox.Session) -> None:
 
 
 @nox.session
+def interop(session: nox.Session) -> None:
+    """The five-client matrix (every test marked `interop(client, column)`, in tests/interop
+    and beside the per-client suites): prints the table, PASS / FAIL / N/A / XFAIL per cell
+    with each client's version, and writes it to docs/compatibility.md. `tests` runs the
+    same cells."""
+    install(session, *PACKAGES, extra=TEST_DEPS)
+    report = ROOT / "docs" / "compatibility.md"
+    session.run("pytest", "tests", "-m", "interop", f"--matrix={report}", *session.posargs)
+
+
+@nox.session
 def unit_pure(session: nox.Session) -> None:
     """Every package's unit tests on the pure-Python references (GREGOR_NO_EXTENSIONS=1), so
     that the references of the C twins cannot rot (in the default run)."""

@@ -92,6 +92,7 @@ def test_producer_acks_all_every_codec(shared_cluster: LocalCluster, codec: str)
         )
 
 
+@pytest.mark.interop("confluent", "fetch")
 def test_consumer_assign_and_seek(shared_cluster: LocalCluster) -> None:
     topic = unique_topic("ck-seek")
     create_topic(shared_cluster, topic, partitions=1, replication_factor=2)
@@ -123,6 +124,7 @@ def test_consumer_assign_and_seek(shared_cluster: LocalCluster) -> None:
         consumer.close()
 
 
+@pytest.mark.interop("confluent", "fetch")
 def test_seek_beyond_the_end_is_out_of_range(shared_cluster: LocalCluster) -> None:
     topic = unique_topic("ck-range")
     create_topic(shared_cluster, topic, partitions=1, replication_factor=1)
@@ -144,6 +146,7 @@ def test_seek_beyond_the_end_is_out_of_range(shared_cluster: LocalCluster) -> No
         consumer.close()
 
 
+@pytest.mark.interop("confluent", "produce")
 def test_record_errors_name_exactly_the_invalid_records(shared_cluster: LocalCluster) -> None:
     """KIP-467: a batch with keyless records on a compacted topic is refused with
     INVALID_RECORD, each bad record named by its index in the batch and Kafka's message;

@@ -238,6 +238,10 @@ def read_partition(cluster: LocalCluster, topic: str) -> list[tuple[int, str]]:
         consumer.close()
 
 
+@pytest.mark.interop("confluent", "idempotence")
+@pytest.mark.interop("kafka-python", "idempotence")
+@pytest.mark.interop("aiokafka", "idempotence")
+@pytest.mark.interop("kafkajs", "idempotence")
 @pytest.mark.slow
 @pytest.mark.skipif(
     shutil.which("node") is None or not (NODE_MODULES / "kafkajs").is_dir(),

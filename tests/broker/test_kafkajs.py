@@ -20,6 +20,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+@pytest.mark.interop("kafkajs", "fetch")
 def test_kafkajs_produces_and_reads_back(shared_cluster: LocalCluster) -> None:
     topic = unique_topic("kafkajs")
     create_topic(shared_cluster, topic, partitions=2, replication_factor=3)

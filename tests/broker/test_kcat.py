@@ -41,6 +41,7 @@ def test_list_shows_brokers_topics_and_leaders(shared_cluster: LocalCluster) -> 
         )
 
 
+@pytest.mark.interop("kcat", "fetch")
 @pytest.mark.parametrize("codec", CODECS)
 def test_produce_and_consume_with_every_codec(shared_cluster: LocalCluster, codec: str) -> None:
     topic = unique_topic(f"kcat-{codec}")

@@ -14,6 +14,7 @@ from gregor.devcluster import LocalCluster
 from gregor_testing.cluster import create_topic, unique_topic
 
 
+@pytest.mark.interop("kafka-python", "fetch")
 @pytest.mark.parametrize("codec", [None, "gzip", "lz4", "zstd"])
 def test_kafka_python(shared_cluster: LocalCluster, codec: str | None) -> None:
     topic = unique_topic("kp")
@@ -54,6 +55,7 @@ def test_kafka_python(shared_cluster: LocalCluster, codec: str | None) -> None:
     assert sorted(seen) == sorted(expected)
 
 
+@pytest.mark.interop("aiokafka", "fetch")
 def test_aiokafka(shared_cluster: LocalCluster) -> None:
     topic = unique_topic("aio")
     create_topic(shared_cluster, topic, partitions=1, replication_factor=2)

@@ -65,6 +65,7 @@ def error_of(futures: dict[Any, Any], key: Any) -> KafkaError:
     return error
 
 
+@pytest.mark.interop("confluent", "admin")
 def test_create_topics_with_defaults_configs_and_assignments(
     shared_cluster: LocalCluster, admin: AdminClient
 ) -> None:
@@ -138,6 +139,7 @@ def test_validate_only_creates_nothing(shared_cluster: LocalCluster, admin: Admi
     assert len(on_controller(shared_cluster, name)) == 2
 
 
+@pytest.mark.interop("confluent", "admin")
 def test_delete_topics(shared_cluster: LocalCluster, admin: AdminClient) -> None:
     name = unique_topic()
     assert result(admin.create_topics([NewTopic(name, 2, 3)]), name) is None
@@ -165,6 +167,7 @@ def test_delete_topics(shared_cluster: LocalCluster, admin: AdminClient) -> None
     assert error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
 
 
+@pytest.mark.interop("confluent", "admin")
 def test_create_partitions(shared_cluster: LocalCluster, admin: AdminClient) -> None:
     name = unique_topic()
     assert result(admin.create_topics([NewTopic(name, 1, 2)]), name) is None
@@ -187,6 +190,7 @@ def test_create_partitions(shared_cluster: LocalCluster, admin: AdminClient) -> 
 LEGACY_ALTER = pytest.mark.filterwarnings("ignore:alter_configs has been deprecated")
 
 
+@pytest.mark.interop("confluent", "admin")
 @LEGACY_ALTER
 def test_alter_and_incremental_alter_topic_configs(
     shared_cluster: LocalCluster, admin: AdminClient
@@ -237,6 +241,7 @@ def test_alter_and_incremental_alter_topic_configs(
     )
 
 
+@pytest.mark.interop("confluent", "admin")
 @LEGACY_ALTER
 def test_describe_and_alter_broker_configs(
     shared_cluster: LocalCluster, admin: AdminClient

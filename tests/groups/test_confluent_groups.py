@@ -53,6 +53,7 @@ def consumers(group_cluster: LocalCluster) -> Iterator[Any]:
             consumer.close()
 
 
+@pytest.mark.interop("confluent", "groups")
 def test_assignments_follow_the_membership(group_cluster: LocalCluster, consumers: Any) -> None:
     topic = unique_topic("balance")
     create_topic(group_cluster, topic, partitions=12, replication_factor=3)
@@ -71,6 +72,7 @@ def test_assignments_follow_the_membership(group_cluster: LocalCluster, consumer
     poll_until(members[:2], lambda: balanced(members[:2], 6), 60, "6 partitions for each of 2")
 
 
+@pytest.mark.interop("confluent", "groups")
 def test_committed_offsets_survive_consumer_restarts(
     group_cluster: LocalCluster, consumers: Any
 ) -> None:
@@ -118,6 +120,7 @@ def test_committed_offsets_survive_consumer_restarts(
     } == {p: n for p, n in counts.items() if n}
 
 
+@pytest.mark.interop("confluent", "static-coop")
 def test_cooperative_sticky_rebalances_incrementally(
     group_cluster: LocalCluster, consumers: Any
 ) -> None:
@@ -153,6 +156,7 @@ def test_cooperative_sticky_rebalances_incrementally(
     assert all(kind == "assign" for kind, _ in events["b"])
 
 
+@pytest.mark.interop("confluent", "static-coop")
 def test_static_member_restart_causes_no_rebalance(
     group_cluster: LocalCluster, consumers: Any
 ) -> None:

@@ -5,6 +5,7 @@ client deletes offsets (OffsetDelete) and removes a static member by its instanc
 
 from __future__ import annotations
 
+import pytest
 from confluent_kafka import (
     Consumer,
     ConsumerGroupState,
@@ -38,6 +39,8 @@ def consumer(cluster: LocalCluster, group: str, **conf: object) -> Consumer:
     )
 
 
+@pytest.mark.interop("confluent", "admin")
+@pytest.mark.interop("kafka-python", "admin")
 def test_admin_clients_manage_groups(group_cluster: LocalCluster) -> None:
     topic = unique_topic("admin")
     create_topic(group_cluster, topic, partitions=PARTITIONS, replication_factor=3)

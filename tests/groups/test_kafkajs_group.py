@@ -26,6 +26,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+@pytest.mark.interop("kafkajs", "groups")
 def test_kafkajs_consumer_group(group_cluster: LocalCluster) -> None:
     topic = unique_topic("kafkajs-group")
     create_topic(group_cluster, topic, partitions=PARTITIONS, replication_factor=3)

@@ -8,6 +8,7 @@ import asyncio
 import threading
 from collections.abc import Callable
 
+import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition as AioTopicPartition
 from confluent_kafka import Consumer
@@ -50,6 +51,7 @@ def read(
     return out
 
 
+@pytest.mark.interop("kafka-python", "groups")
 def test_kafka_python_group_with_commits(group_cluster: LocalCluster) -> None:
     topic = unique_topic("kp-group")
     create_topic(group_cluster, topic, partitions=PARTITIONS, replication_factor=3)
@@ -78,6 +80,7 @@ def test_kafka_python_group_with_commits(group_cluster: LocalCluster) -> None:
     assert sorted(v for _, _, v in seen + rest) == sorted(values)
 
 
+@pytest.mark.interop("aiokafka", "groups")
 def test_aiokafka_group_with_commits(group_cluster: LocalCluster) -> None:
     topic = unique_topic("aio-group")
     create_topic(group_cluster, topic, partitions=PARTITIONS, replication_factor=3)
