@@ -35,7 +35,9 @@ from gregor.protocol.errors import (
     OffsetNotAvailableError,
     UnknownLeaderEpochError,
 )
+from gregor.protocol.records import ControlType
 from gregor.storage.log import Log
+from gregor.storage.producer_state import AppendOrigin
 from gregor.storage.results import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
@@ -300,7 +302,29 @@ class Partition:
 
     # -- appends (leader) -------------------------------------------------------------------
 
-    def append_as_leader(self, records: bytes | bytearray | memoryview, acks: int) -> AppendInfo:
+    def append_as_leader(
+        self,
+        records: bytes | bytearray | memoryview,
+        acks: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+    ) -> AppendInfo:
+        leader_log = self._leader_log_for(acks)
+        info = leader_log.append_as_leader(records, self.leader_epoch, origin)
+        self._appended()
+        return info
+
+    def append_txn_marker(
+        self, producer_id: int, producer_epoch: int, control: ControlType, coordinator_epoch: int
+    ) -> AppendInfo:
+        """WriteTxnMarkers on the leader: the marker, with acks=all's ISR check."""
+        leader_log = self._leader_log_for(-1)
+        info = leader_log.append_txn_marker(
+            producer_id, producer_epoch, control, coordinator_epoch, self.leader_epoch
+        )
+        self._appended()
+        return info
+
+    def _leader_log_for(self, acks: int) -> Log:
         leader_log = self.local_log()
         min_isr = self.effective_min_isr()
         if acks == -1 and len(self.isr) < min_isr:
@@ -308,10 +332,11 @@ class Partition:
                 f"the ISR {sorted(self.isr)} of {self.topic}-{self.partition} is smaller "
                 f"than min.insync.replicas {min_isr}"
             )
-        info = leader_log.append_as_leader(records, self.leader_epoch)
+        return leader_log
+
+    def _appended(self) -> None:
         self.host.notify_end_offset(self)  # followers waiting in Fetch can go on
         self.maybe_increment_high_watermark()
-        return info
 
     def enough_replicas_reached(self, required_offset: int) -> tuple[bool, int]:
         """For acks=all: (done, error code) once the high watermark reaches the offset."""

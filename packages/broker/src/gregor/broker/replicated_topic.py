@@ -11,6 +11,7 @@ from gregor.broker.partition import Partition
 from gregor.broker.purgatory import Purgatory
 from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.storage.log import Log
+from gregor.storage.producer_state import AppendOrigin
 
 
 class LeaderLookup(Protocol):
@@ -56,7 +57,8 @@ class ReplicatedTopic:
     def append(self, partition: int, records: bytes, *, wait: bool = True) -> Write:
         try:
             target = self.replicas.partition_or_error(self.topic, partition)
-            info = target.append_as_leader(records, -1 if wait else 0)
+            # As the coordinator: transactional offsets are checked by epoch, not sequence.
+            info = target.append_as_leader(records, -1 if wait else 0, AppendOrigin.COORDINATOR)
         except KafkaError as exc:
             return FailedWrite(exc.code)
         purgatory = self.replicas.produce_purgatory

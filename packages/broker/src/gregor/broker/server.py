@@ -8,6 +8,9 @@ This is the one module that knows every part. Each part gets the narrow interfac
                       listeners connected here (the group coordinator's)
 - `group_coordinator` the consumer groups, on `__consumer_offsets` through a
                       `ReplicatedTopic` (a log append and a replica lookup)
+- `transaction_coordinator` the transactional ids, on `__transaction_state` through a
+                      `ReplicatedTopic`, its markers sent on inter-broker connections,
+                      its producer ids from `producer_ids`
 - `local_logs`        the log manager and the topic configs (dynamic ones applied)
 - `topic_creator`     internal topics on first use, and auto-created topics
 - `socket_server`     the listeners; each request's handler gets `Services`
@@ -36,6 +39,13 @@ from gregor.broker.apis import load_handlers
 from gregor.broker.config import BrokerConfig
 from gregor.broker.controller import Controller, ControllerSettings, controlled_shutdown
 from gregor.broker.coordinator.group import GroupConfig, GroupCoordinator
+from gregor.broker.coordinator.transaction import (
+    InterBrokerMarkerTransport,
+    TransactionConfig,
+    TransactionCoordinator,
+    TransactionStateManager,
+    TxnMarkerChannel,
+)
 from gregor.broker.local_logs import LocalLogs
 from gregor.broker.metadata_cache import MetadataCache
 from gregor.broker.metrics import Metrics
@@ -45,7 +55,7 @@ from gregor.broker.replica_manager import ReplicaManager
 from gregor.broker.replicated_topic import ReplicatedTopic
 from gregor.broker.services import Services
 from gregor.broker.topic_creation import TopicCreator
-from gregor.broker.topic_names import CONSUMER_OFFSETS
+from gregor.broker.topic_names import CONSUMER_OFFSETS, TRANSACTION_STATE
 from gregor.broker.zk import (
     BrokerEndpoint,
     BrokerRegistration,
@@ -76,6 +86,11 @@ class Broker:
             config, self.metadata_cache, self.metrics, self.local_logs, self.zk
         )
         self.group_coordinator = self._group_coordinator()
+        self.producer_ids = ProducerIds(config.broker_id, self.zk.allocate_producer_id_block)
+        self.marker_transport = InterBrokerMarkerTransport(
+            self.broker_id, self.metadata_cache, config.inter_broker_listener_name
+        )
+        self.transaction_coordinator = self._transaction_coordinator()
         self.topic_creator = TopicCreator(config, self.zk, lambda: self.local_logs.log_defaults)
         self.services = Services(
             config=config,
@@ -85,8 +100,9 @@ class Broker:
             local_logs=self.local_logs,
             replica_manager=self.replica_manager,
             group_coordinator=self.group_coordinator,
+            transaction_coordinator=self.transaction_coordinator,
             topic_creator=self.topic_creator,
-            producer_ids=ProducerIds(config.broker_id, self.zk.allocate_producer_id_block),
+            producer_ids=self.producer_ids,
             controller=lambda: self.controller,
             cluster_id=lambda: self.cluster_id,
             broker_epoch=lambda: self.broker_epoch,
@@ -107,6 +123,26 @@ class Broker:
             self.broker_id,
             GroupConfig.from_broker(self.config),
             ReplicatedTopic(self.replica_manager, CONSUMER_OFFSETS),
+            existing_partitions=existing_partitions,
+        )
+        self.replica_manager.leadership_listeners.append(coordinator.on_leadership_change)
+        return coordinator
+
+    def _transaction_coordinator(self) -> TransactionCoordinator:
+        """The transaction coordinator on `__transaction_state`, told of leadership changes."""
+
+        async def existing_partitions() -> int:
+            return len(await self.zk.get_partitions_for_topic(TRANSACTION_STATE))
+
+        config = TransactionConfig.from_broker(self.config)
+        coordinator = TransactionCoordinator(
+            self.broker_id,
+            config,
+            TransactionStateManager(
+                config, ReplicatedTopic(self.replica_manager, TRANSACTION_STATE)
+            ),
+            TxnMarkerChannel(self.marker_transport, config.marker_retry_backoff_ms / 1000),
+            self.producer_ids.next_id,
             existing_partitions=existing_partitions,
         )
         self.replica_manager.leadership_listeners.append(coordinator.on_leadership_change)
@@ -167,6 +203,8 @@ class Broker:
                 await self.socket_server.bind()
                 await nursery.start(self.replica_manager.run)
                 await nursery.start(self.group_coordinator.run)
+                await nursery.start(self.marker_transport.run)
+                await nursery.start(self.transaction_coordinator.run)
                 await nursery.start(self.socket_server.serve)
                 self._controller = Controller(
                     self.zk, self.controller_settings, self.registration()

@@ -18,6 +18,7 @@ from gregor.broker.config import BrokerConfig
 from gregor.broker.controller.deletion import TopicDeletionManager
 from gregor.broker.controller.events import ApiError, ElectionType
 from gregor.broker.coordinator.group import GroupCoordinator
+from gregor.broker.coordinator.transaction import TransactionCoordinator
 from gregor.broker.local_logs import LocalLogs
 from gregor.broker.metadata_cache import MetadataCache
 from gregor.broker.metrics import Metrics
@@ -59,6 +60,7 @@ class Services:
     group_coordinator: GroupCoordinator
     topic_creator: TopicCreator
     producer_ids: ProducerIds
+    transaction_coordinator: TransactionCoordinator
     _controller: Callable[[], ControllerAdmin]
     _cluster_id: Callable[[], str]
     _broker_epoch: Callable[[], int]

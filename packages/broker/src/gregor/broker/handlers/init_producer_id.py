@@ -1,4 +1,4 @@
-"""InitProducerId: a producer id and epoch for an idempotent producer.
+"""InitProducerId: a producer id and epoch, for an idempotent or a transactional producer.
 
 Without a transactional id every request gets a new producer id at epoch 0, whatever id
 and epoch it names (v3+): Kafka's coordinator accepts such requests blindly too, and the
@@ -7,9 +7,11 @@ batches (gregor-storage's producer state): a retried batch among a producer's la
 answered with its original offsets, a gap is OUT_OF_ORDER_SEQUENCE_NUMBER, an older epoch
 INVALID_PRODUCER_EPOCH.
 
-Transactional ids need the transaction coordinator, which this broker does not have yet:
-such a request gets UNSUPPORTED_VERSION, so a transactional producer fails at once and says
-why rather than retrying. An empty transactional id is INVALID_REQUEST, as in Kafka.
+With a transactional id the transaction coordinator answers: the id's producer id, its
+epoch bumped (the previous instance fenced, its open transaction aborted: the answer is
+CONCURRENT_TRANSACTIONS until that is done, which the producer retries). PRODUCER_FENCED
+exists from v4 (KIP-588); older versions get INVALID_PRODUCER_EPOCH. An empty transactional
+id is INVALID_REQUEST, as in Kafka.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import logging
 
 from gregor.broker.apis import RequestContext, handles
+from gregor.broker.handlers.transactions import fenced_as
 from gregor.protocol.apis import ApiKey
 from gregor.protocol.apis.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from gregor.protocol.errors import ErrorCode
@@ -35,12 +38,17 @@ async def init_producer_id(
     if request.transactional_id == "":
         return _error(ErrorCode.INVALID_REQUEST)
     if request.transactional_id is not None:
-        log.info(
-            "InitProducerId for transactional id %r from %s: transactions are not supported",
+        result = await ctx.services.transaction_coordinator.init_producer_id(
             request.transactional_id,
-            ctx.connection_id,
+            request.transaction_timeout_ms,
+            request.producer_id if version >= 3 else -1,
+            request.producer_epoch if version >= 3 else -1,
         )
-        return _error(ErrorCode.UNSUPPORTED_VERSION)
+        return InitProducerIdResponse(
+            error_code=fenced_as(version, 4, result.error),
+            producer_id=result.producer_id,
+            producer_epoch=result.producer_epoch,
+        )
     try:
         producer_id = await ctx.services.producer_ids.next_id()
     except Exception as exc:

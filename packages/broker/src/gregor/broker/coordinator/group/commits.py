@@ -7,6 +7,8 @@
   such a commit creates the group.
 - A commit is answered once its records are replicated; offsets still being written are
   never returned by a fetch (with `require_stable`, the fetch says UNSTABLE_OFFSET_COMMIT).
+- TxnOffsetCommit writes offsets in a producer's transaction: pending (and so
+  UNSTABLE_OFFSET_COMMIT to a fetch with `require_stable`) until the transaction's marker.
 - Offsets can be deleted of an Empty group, and of a consumer group for topics none of its
   members subscribes to (GROUP_SUBSCRIBED_TO_TOPIC otherwise).
 """
@@ -78,6 +80,40 @@ class OffsetCommits:
             reply.set(dict.fromkeys(offsets, ErrorCode.REBALANCE_IN_PROGRESS))
         else:
             raise RuntimeError(f"offset commit reached group {group_id} in {state}")
+
+    def txn_commit(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: Offsets,
+        reply: Reply[dict[TopicPartition, int]],
+    ) -> None:
+        """TxnOffsetCommit: the offsets join the producer's transaction (pending until its
+        marker). Any group may take them; a member's commit (v3+, KIP-447) must be of a
+        current member of the current generation."""
+        error = self.manager.group_status(group_id, ApiKey.TXN_OFFSET_COMMIT)
+        if error is not None:
+            reply.set(dict.fromkeys(offsets, error))
+            return
+        group = self.manager.get_group(group_id)
+        if group is None:
+            group = self.manager.add_group(
+                GroupMetadata(group_id, GroupState.EMPTY, self.manager.now_ms())
+            )
+        if group.is_(GroupState.DEAD):
+            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        elif member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
+            error = member_error(group, member_id, group_instance_id, "txn-offset-commit")
+        if error is None and generation_id >= 0 and generation_id != group.generation_id:
+            error = ErrorCode.ILLEGAL_GENERATION
+        if error is not None:
+            reply.set(dict.fromkeys(offsets, error))
+            return
+        self.manager.store_txn_offsets(group, producer_id, producer_epoch, offsets, reply.set)
 
     def _validate(
         self,

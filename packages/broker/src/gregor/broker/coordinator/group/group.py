@@ -11,7 +11,9 @@ milliseconds): the coordinator drives it. Kafka's rules, kept here:
 - a static member (`group.instance.id`) keeps its place under a new member id when it
   rejoins, and its old member id is fenced;
 - committed offsets live here too, with commits still being written kept apart as pending,
-  so a fetch never sees an offset that is not yet durable.
+  so a fetch never sees an offset that is not yet durable; so are the offsets of open
+  transactions (TxnOffsetCommit), by producer id, until their marker makes them committed
+  (COMMIT, if newer than what is there) or drops them (ABORT).
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ class GroupMetadata:
         self._protocol_votes: Counter[str] = Counter()
         self.offsets: dict[TopicPartition, CommittedOffset] = {}
         self.pending_offset_commits: dict[TopicPartition, OffsetAndMetadata] = {}
+        # producer id -> the offsets of its open transaction (a record offset once written)
+        self.pending_txn_offsets: dict[int, dict[TopicPartition, PendingTxnOffset]] = {}
         # For protocol type "consumer": the topics the members subscribe to (None when
         # unknown: not a consumer group, or a subscription that does not parse).
         self.subscribed_topics: set[str] | None = None
@@ -347,7 +351,11 @@ class GroupMetadata:
 
     @property
     def has_offsets(self) -> bool:
-        return bool(self.offsets) or bool(self.pending_offset_commits)
+        return (
+            bool(self.offsets)
+            or bool(self.pending_offset_commits)
+            or bool(self.pending_txn_offsets)
+        )
 
     def initialize_offsets(self, offsets: Mapping[TopicPartition, CommittedOffset]) -> None:
         self.offsets.update(offsets)
@@ -372,7 +380,57 @@ class GroupMetadata:
             del self.pending_offset_commits[partition]
 
     def has_pending_offset_commit(self, partition: TopicPartition) -> bool:
-        return partition in self.pending_offset_commits
+        return partition in self.pending_offset_commits or any(
+            partition in pending for pending in self.pending_txn_offsets.values()
+        )
+
+    # -- transactional offsets (TxnOffsetCommit) -----------------------------------------
+
+    def prepare_txn_offset_commit(
+        self, producer_id: int, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> None:
+        pending = self.pending_txn_offsets.setdefault(producer_id, {})
+        for tp, value in offsets.items():
+            pending[tp] = PendingTxnOffset(value)
+
+    def on_txn_offset_commit_append(
+        self, producer_id: int, partition: TopicPartition, committed: CommittedOffset
+    ) -> None:
+        pending = self.pending_txn_offsets.get(producer_id, {})
+        found = pending.get(partition)
+        if found is not None and found.value == committed.value:
+            found.committed = committed
+
+    def fail_pending_txn_offset_write(
+        self, producer_id: int, partition: TopicPartition, value: OffsetAndMetadata
+    ) -> None:
+        pending = self.pending_txn_offsets.get(producer_id)
+        if pending is None:
+            return
+        found = pending.get(partition)
+        if found is not None and found.committed is None and found.value == value:
+            del pending[partition]
+        if not pending:
+            del self.pending_txn_offsets[producer_id]
+
+    def has_pending_txn_offsets(self, producer_id: int) -> bool:
+        return producer_id in self.pending_txn_offsets
+
+    def complete_pending_txn_offsets(self, producer_id: int, commit: bool) -> int:
+        """The producer's marker arrived: its written offsets count (if newer than the
+        committed ones) or are dropped. How many became visible."""
+        pending = self.pending_txn_offsets.pop(producer_id, {})
+        applied = 0
+        if commit:
+            for tp, found in pending.items():
+                committed = found.committed
+                if committed is None:
+                    continue  # its write failed, or has not finished: it was never answered
+                current = self.offsets.get(tp)
+                if current is None or current.older_than(committed):
+                    self.offsets[tp] = committed
+                    applied += 1
+        return applied
 
     def remove_offsets(
         self, partitions: Iterable[TopicPartition]
@@ -380,6 +438,8 @@ class GroupMetadata:
         removed = {}
         for partition in list(partitions):
             self.pending_offset_commits.pop(partition, None)
+            for pending in self.pending_txn_offsets.values():
+                pending.pop(partition, None)
             found = self.offsets.pop(partition, None)
             if found is not None:
                 removed[partition] = found.value
@@ -436,6 +496,16 @@ class GroupMetadata:
             if is_expired:
                 out[partition] = committed.value
         return out
+
+
+class PendingTxnOffset:
+    """A transactional offset: its value, and where it was written once it was."""
+
+    __slots__ = ("committed", "value")
+
+    def __init__(self, value: OffsetAndMetadata) -> None:
+        self.value = value
+        self.committed: CommittedOffset | None = None
 
 
 def _subscribed_topics(metadata: bytes) -> list[str]:

@@ -268,6 +268,63 @@ class GroupMetadataManager:
 
         self._await_write(write, done)
 
+    def store_txn_offsets(
+        self,
+        group: GroupMetadata,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        callback: Callable[[dict[TopicPartition, int]], None],
+    ) -> None:
+        """TxnOffsetCommit: write the offsets in the producer's transaction; they stay
+        pending until its marker (`handle_txn_completion`)."""
+        limit = self.config.offset_metadata_max_bytes
+        valid = {tp: o for tp, o in offsets.items() if java_length(o.metadata) <= limit}
+        if not valid:
+            callback({tp: ErrorCode.OFFSET_METADATA_TOO_LARGE for tp in offsets})
+            return
+        partition = self.partition_for(group.group_id)
+        batch = offset_commit_batch(
+            group.group_id, valid, self.now_ms(), producer=(producer_id, producer_epoch)
+        )
+        write = self.topic.append(partition, batch)
+        group.prepare_txn_offset_commit(producer_id, valid)
+
+        def done(error: int, base_offset: int) -> None:
+            for tp, offset in valid.items():
+                if error == ErrorCode.NONE:
+                    group.on_txn_offset_commit_append(
+                        producer_id, tp, CommittedOffset(base_offset, offset)
+                    )
+                else:
+                    group.fail_pending_txn_offset_write(producer_id, tp, offset)
+            if error != ErrorCode.NONE:
+                error = _STORE_OFFSETS_ERRORS.get(error, error)
+            callback(
+                {
+                    tp: error if tp in valid else ErrorCode.OFFSET_METADATA_TOO_LARGE
+                    for tp in offsets
+                }
+            )
+
+        self._await_write(write, done)
+
+    def handle_txn_completion(self, producer_id: int, partitions: set[int], commit: bool) -> None:
+        """A COMMIT/ABORT marker of the producer was written to these `__consumer_offsets`
+        partitions: its pending offsets in their groups become visible, or are dropped."""
+        for group in list(self.groups.values()):
+            if self.partition_for(group.group_id) in partitions and group.has_pending_txn_offsets(
+                producer_id
+            ):
+                applied = group.complete_pending_txn_offsets(producer_id, commit)
+                log.debug(
+                    "group %s: %s of producer %d (%d offsets)",
+                    group.group_id,
+                    "commit" if commit else "abort",
+                    producer_id,
+                    applied,
+                )
+
     # -- reads ---------------------------------------------------------------------------
 
     def get_offsets(

@@ -8,7 +8,7 @@ start to its end are replayed in order, the last record of a key winning and a t
 removing it, which is what compaction leaves too. Offsets of groups without a metadata
 record are groups that only commit offsets (or whose members all left before anything was
 written); they come back as Empty groups. Transactional offset commits count once their
-transaction's commit marker follows; the transaction coordinator that writes them comes later.
+transaction's commit marker follows; those of transactions still open stay pending.
 """
 
 from __future__ import annotations
@@ -49,9 +49,18 @@ def offset_commit_value(offset: OffsetAndMetadata) -> bytes:
 
 
 def offset_commit_batch(
-    group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata], now_ms: int
+    group_id: str,
+    offsets: Mapping[TopicPartition, OffsetAndMetadata],
+    now_ms: int,
+    producer: tuple[int, int] | None = None,
 ) -> bytes:
-    builder = BatchBuilder()
+    """The offsets' records; with `producer` (id, epoch), in its transaction."""
+    if producer is None:
+        builder = BatchBuilder()
+    else:
+        builder = BatchBuilder(
+            producer_id=producer[0], producer_epoch=producer[1], is_transactional=True
+        )
     for (topic, partition), offset in offsets.items():
         builder.append(
             offset_commit_value(offset),
@@ -263,4 +272,13 @@ class LoadedState:
             group = GroupMetadata(group_id, GroupState.EMPTY, now_ms)
             group.initialize_offsets(offsets)
             out.append(group)
+        # Offsets of transactions still open: pending in their groups until the marker.
+        groups = {g.group_id: g for g in out}
+        for producer_id, pending in self.pending_txn.items():
+            for (group_id, tp), committed in pending.items():
+                if group_id not in groups:
+                    groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, now_ms)
+                    out.append(groups[group_id])
+                groups[group_id].prepare_txn_offset_commit(producer_id, {tp: committed.value})
+                groups[group_id].on_txn_offset_commit_append(producer_id, tp, committed)
         return out

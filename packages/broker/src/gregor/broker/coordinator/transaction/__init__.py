@@ -15,6 +15,9 @@ It is given narrow interfaces (a `TopicLog`, a marker transport, a producer-id a
 never the broker.
 """
 
+from __future__ import annotations
+
+from gregor.broker.coordinator.transaction.channel import InterBrokerMarkerTransport
 from gregor.broker.coordinator.transaction.config import TransactionConfig
 from gregor.broker.coordinator.transaction.coordinator import (
     InitResult,
@@ -27,6 +30,7 @@ from gregor.broker.coordinator.transaction.state import TxnState
 
 __all__ = [
     "InitResult",
+    "InterBrokerMarkerTransport",
     "MarkerTransport",
     "ProducerIdAllocator",
     "TransactionConfig",
