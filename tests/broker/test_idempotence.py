@@ -94,11 +94,13 @@ def test_producer_ids_come_from_blocks_in_zookeeper(shared_cluster: LocalCluster
     assert max(seen) <= int(block["block_end"])
 
 
-def test_transactional_ids_are_refused_until_transactions_come(
+def test_transactional_ids_go_to_their_transaction_coordinator(
     shared_cluster: LocalCluster,
 ) -> None:
+    # No FindCoordinator has created __transaction_state here: no broker coordinates "txn"
+    # (tests/transactions has the transactional producers).
     with WireClient(shared_cluster.brokers[0]) as client:
-        assert init_producer_id(client, 4, "txn").error_code == ErrorCode.UNSUPPORTED_VERSION
+        assert init_producer_id(client, 4, "txn").error_code == ErrorCode.NOT_COORDINATOR
         assert init_producer_id(client, 4, "").error_code == ErrorCode.INVALID_REQUEST
 
 
