@@ -6,7 +6,7 @@ tests/controller) do not already cover. See tests/gregor_testing/matrix.py for t
   and explicit timestamps, read back byte for byte (kcat cannot set timestamps: it is
   checked for CreateTime; KafkaJS has no snappy, lz4 or zstd without plugins).
 - idempotence: kcat's here; the other clients' is tests/broker/test_idempotence.py (two
-  leader failovers). Transactions: expected failures until the broker has them (issue 12).
+  leader failovers). Transactions: one committed transaction per client, read back.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 
 from gregor.devcluster import LocalCluster
 from gregor_testing.cluster import create_topic, unique_topic
-from gregor_testing.matrix import NODE_MODULES, NOT_YET_BROKER, kcat_env
+from gregor_testing.matrix import NODE_MODULES, kcat_env
 
 HERE = Path(__file__).resolve().parent
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
@@ -437,20 +437,24 @@ def test_kafkajs_metadata(
 
 
 @pytest.mark.interop("confluent", "transactions")
-@pytest.mark.xfail(strict=True, reason=NOT_YET_BROKER)
 def test_confluent_transactions(shared_cluster: LocalCluster) -> None:
+    topic = new_topic(shared_cluster, "m-txn")
     producer = Producer(
         {
             "bootstrap.servers": shared_cluster.bootstrap_servers,
             "transactional.id": unique_topic("m-txn"),
         }
     )
-    producer.init_transactions(15)
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"committed", partition=0)
+    producer.commit_transaction(30)
+    assert [v for _, v, _, _ in read_back(shared_cluster, topic, 1)] == [b"committed"]
 
 
 @pytest.mark.interop("kafka-python", "transactions")
-@pytest.mark.xfail(strict=True, reason=NOT_YET_BROKER)
 def test_kafka_python_transactions(shared_cluster: LocalCluster) -> None:
+    topic = new_topic(shared_cluster, "m-kp-txn")
     producer = KafkaProducer(
         bootstrap_servers=shared_cluster.bootstrap_servers,
         transactional_id=unique_topic("m-kp-txn"),
@@ -458,13 +462,18 @@ def test_kafka_python_transactions(shared_cluster: LocalCluster) -> None:
     )
     try:
         producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(topic, value=b"committed", partition=0)
+        producer.commit_transaction()
     finally:
         producer.close(timeout=5)
+    assert [v for _, v, _, _ in read_back(shared_cluster, topic, 1)] == [b"committed"]
 
 
 @pytest.mark.interop("aiokafka", "transactions")
-@pytest.mark.xfail(strict=True, reason=NOT_YET_BROKER)
 def test_aiokafka_transactions(shared_cluster: LocalCluster) -> None:
+    topic = new_topic(shared_cluster, "m-aio-txn")
+
     async def run() -> None:
         producer = AIOKafkaProducer(
             bootstrap_servers=shared_cluster.bootstrap_servers,
@@ -472,10 +481,13 @@ def test_aiokafka_transactions(shared_cluster: LocalCluster) -> None:
         )
         try:
             await asyncio.wait_for(producer.start(), 15)
+            async with producer.transaction():
+                await producer.send_and_wait(topic, value=b"committed", partition=0)
         finally:
             await producer.stop()
 
     asyncio.run(run())
+    assert [v for _, v, _, _ in read_back(shared_cluster, topic, 1)] == [b"committed"]
 
 
 @pytest.mark.skipif(NO_KCAT, reason="kcat is not installed")
@@ -495,11 +507,11 @@ def test_kcat_idempotence(shared_cluster: LocalCluster, new: bool) -> None:
 
 
 @pytest.mark.interop("kafkajs", "transactions")
-@pytest.mark.xfail(strict=True, reason=NOT_YET_BROKER)
 @pytest.mark.skipif(NO_KAFKAJS, reason="KafkaJS is not installed")
 def test_kafkajs_transactions(shared_cluster: LocalCluster) -> None:
     topic = new_topic(shared_cluster, "m-js-txn")
     kafkajs("transaction", shared_cluster, topic)
+    assert [v for _, v, _, _ in read_back(shared_cluster, topic, 1)] == [b"committed"]
 
 
 NOT_CLIENT_FEATURES = [
