@@ -39,14 +39,12 @@ from gregor.broker.coordinator.group.records import (
     tombstone_batch,
 )
 from gregor.broker.coordinator.group.state import GroupState
+from gregor.broker.coordinator.loading import replay_log
 from gregor.broker.coordinator.partitioning import partition_for
 from gregor.broker.coordinator.topic_log import TopicLog, Write
 from gregor.broker.topic_names import CONSUMER_OFFSETS
 from gregor.protocol.apis import ApiKey
 from gregor.protocol.errors import ErrorCode
-from gregor.protocol.records import iter_batches
-from gregor.storage.log import Log
-from gregor.storage.results import FetchIsolation
 
 log = logging.getLogger(__name__)
 
@@ -389,7 +387,12 @@ class GroupMetadataManager:
                 del self.loading[partition]
             return
         try:
-            await self._replay(source, state, name, partition, epoch)
+            await replay_log(
+                source,
+                partial(state.replay, partition_name=name),
+                lambda: self.loading.get(partition) == epoch and not self.shutting_down,
+                self.config.load_buffer_size,
+            )
         except Exception:
             log.exception("%s: loading groups and offsets failed", name)
         if self.loading.get(partition) != epoch:
@@ -411,24 +414,6 @@ class GroupMetadataManager:
             epoch,
             f", {state.skipped} unreadable records skipped" if state.skipped else "",
         )
-
-    async def _replay(
-        self, source: Log, state: LoadedState, name: str, partition: int, epoch: int
-    ) -> None:
-        offset = source.log_start_offset
-        while offset < source.log_end_offset and not self.shutting_down:
-            if self.loading.get(partition) != epoch:
-                return
-            data = await trio.to_thread.run_sync(partial(self._read_chunk, source, offset))
-            if not data:
-                return
-            for batch in iter_batches(data):
-                state.replay(batch, name)
-                offset = batch.header.next_offset
-
-    def _read_chunk(self, source: Log, offset: int) -> bytes:
-        info = source.read(offset, self.config.load_buffer_size, FetchIsolation.LOG_END)
-        return info.records.read()
 
     def remove_groups_for_partition(
         self, partition: int, epoch: int | None, on_unloaded: GroupCallback

@@ -25,6 +25,7 @@ from functools import partial
 import attrs
 import trio
 
+from gregor.broker.coordinator.loading import replay_log
 from gregor.broker.coordinator.partitioning import partition_for
 from gregor.broker.coordinator.topic_log import TopicLog
 from gregor.broker.coordinator.transaction.config import TransactionConfig
@@ -32,9 +33,6 @@ from gregor.broker.coordinator.transaction.records import LoadedTransactions, tr
 from gregor.broker.coordinator.transaction.state import TransactionMetadata, TxnState, TxnTransit
 from gregor.broker.topic_names import TRANSACTION_STATE
 from gregor.protocol.errors import ErrorCode
-from gregor.protocol.records import iter_batches
-from gregor.storage.log import Log
-from gregor.storage.results import FetchIsolation
 
 log = logging.getLogger(__name__)
 
@@ -209,7 +207,12 @@ class TransactionStateManager:
             return
         state = LoadedTransactions()
         try:
-            await self._replay(source, state, name, partition, epoch)
+            await replay_log(
+                source,
+                partial(state.replay, partition_name=name),
+                lambda: self.loading.get(partition) == epoch and not self.shutting_down,
+                self.config.load_buffer_size,
+            )
         except Exception:
             log.exception("%s: loading transactions failed", name)
         if self.loading.get(partition) != epoch:
@@ -227,24 +230,6 @@ class TransactionStateManager:
             f", {state.skipped} unreadable records skipped" if state.skipped else "",
         )
         on_loaded(partition, epoch, list(transactions.values()))
-
-    async def _replay(
-        self, source: Log, state: LoadedTransactions, name: str, partition: int, epoch: int
-    ) -> None:
-        offset = source.log_start_offset
-        while offset < source.log_end_offset and not self.shutting_down:
-            if self.loading.get(partition) != epoch:
-                return
-            data = await trio.to_thread.run_sync(partial(self._read_chunk, source, offset))
-            if not data:
-                return
-            for batch in iter_batches(data):
-                state.replay(batch, name)
-                offset = batch.header.next_offset
-
-    def _read_chunk(self, source: Log, offset: int) -> bytes:
-        info = source.read(offset, self.config.load_buffer_size, FetchIsolation.LOG_END)
-        return info.records.read()
 
     def unload(self, partition: int, epoch: int | None) -> None:
         if not self._newer_epoch(partition, epoch):

@@ -28,7 +28,8 @@ TopicPartition = tuple[str, int]
 
 NO_PRODUCER_ID: Final = -1
 NO_PRODUCER_EPOCH: Final = -1
-# Kafka's Short.MaxValue - 1: the last epoch before the producer id must change.
+# Kafka's Short.MaxValue; an epoch of MAX_EPOCH - 1 or more is exhausted: the producer id
+# must change.
 MAX_EPOCH: Final = 32767
 
 
