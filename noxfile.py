@@ -98,7 +98,7 @@ def interop(session: nox.Session) -> None:
     and beside the per-client suites): prints the table, PASS / FAIL / N/A / XFAIL per cell
     with each client's version, and writes it to docs/compatibility.md. `tests` runs the
     same cells."""
-    install(session, *PACKAGES, extra=TEST_DEPS)
+    install(session, *PACKAGES, extra=[*LAUNCHER, *TEST_DEPS])
     report = ROOT / "docs" / "compatibility.md"
     session.run("pytest", "tests", "-m", "interop", f"--matrix={report}", *session.posargs)
 
