@@ -11,13 +11,15 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from gregor.devcluster import LocalCluster
+from gregor.devcluster import LocalCluster, ZooKeeper
 from gregor.protocol.apis.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from gregor.protocol.framing import decode_response, encode_request
 from gregor.storage.manager import CLEAN_SHUTDOWN_FILE
 from gregor_testing.cluster import (
     WireClient,
     create_topic,
+    start_cluster,
+    stop_cluster,
     unique_topic,
     wait_for,
     wait_unregistered,
@@ -150,6 +152,38 @@ def test_a_whole_cluster_stops_with_every_controlled_shutdown_complete(
         log = broker.log_tail(50_000)
         assert "controlled shutdown succeeded" in log
         assert "did not complete" not in log
+
+
+def test_sigterm_while_zookeeper_is_down_gives_up_controlled_shutdown_and_stops_cleanly(
+    tmp_path: Path, own_zookeeper: ZooKeeper
+) -> None:
+    # Kafka's bound: each attempt waits zookeeper.connection.timeout.ms for ZooKeeper, then
+    # the broker gives up on controlled shutdown and closes its logs as in any clean stop.
+    cluster = start_cluster(
+        tmp_path / "cluster", own_zookeeper, 1, {"zookeeper.connection.timeout.ms": "3000"}
+    )
+    try:
+        broker = cluster.broker(0)
+        topic = unique_topic("zk-down")
+        create_topic(cluster, topic)
+        producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+        producer.produce(topic, b"kept", partition=0)
+        assert producer.flush(30) == 0
+        own_zookeeper.stop()
+        broker.terminate()
+        assert broker.wait(120) == 0  # SIGKILLed (-9) if it had not stopped by then
+        log = broker.log_tail(20_000)
+        assert "ZooKeeper unreachable for 3s, so the controller cannot be found" in log
+        assert "controlled shutdown did not complete; shutting down anyway" in log
+        assert (broker.data_dir / CLEAN_SHUTDOWN_FILE).exists()
+        own_zookeeper.start()
+        wait_unregistered(cluster, 0)  # its session could not be closed: it must expire
+        broker.start()
+        # The marker is consumed by a start that skipped recovery; the record is there.
+        assert not (broker.data_dir / CLEAN_SHUTDOWN_FILE).exists()
+        assert consume_all(cluster, topic, 1) == [b"kept"]
+    finally:
+        stop_cluster(cluster, show_logs=True)
 
 
 def rss_kib(pid: int) -> int:

@@ -24,7 +24,8 @@ controller service registers the broker in /brokers/ids (its ephemeral znode is 
 live for the controller) and joins the controller election.
 
 Stop (SIGTERM): controlled shutdown first, so the controller moves leadership away, then
-everything is cancelled; the log manager closes every log cleanly on its way out. A SIGKILL
+everything is cancelled; the log manager closes every log cleanly on its way out (also when
+controlled shutdown gave up because ZooKeeper is unreachable: that wait is bounded). A SIGKILL
 at any moment loses nothing acknowledged: the next start recovers the logs.
 """
 

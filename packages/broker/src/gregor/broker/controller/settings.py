@@ -19,6 +19,7 @@ class ControllerSettings:
     request_timeout_s: float = 30.0  # controller.socket.timeout.ms
     controlled_shutdown_max_retries: int = 3  # controlled.shutdown.max.retries
     controlled_shutdown_retry_backoff_s: float = 5.0  # controlled.shutdown.retry.backoff.ms
+    zookeeper_connection_timeout_s: float = 18.0  # zookeeper.connection.timeout.ms
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> ControllerSettings:
@@ -33,4 +34,5 @@ class ControllerSettings:
             request_timeout_s=config.controller_socket_timeout_ms / 1000,
             controlled_shutdown_max_retries=config.controlled_shutdown_max_retries,
             controlled_shutdown_retry_backoff_s=config.controlled_shutdown_retry_backoff_ms / 1000,
+            zookeeper_connection_timeout_s=config.zookeeper_connection_timeout_ms / 1000,
         )

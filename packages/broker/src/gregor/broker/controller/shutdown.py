@@ -9,6 +9,11 @@ Between attempts it waits `controlled.shutdown.retry.backoff.ms`, as Kafka does,
 shortcut: when the attempt failed because the controller went away (its connection closed,
 NOT_CONTROLLER, none elected), the next attempt goes as soon as another controller is
 elected. That is what happens when the controller itself shuts down with the others.
+
+Finding the controller needs ZooKeeper. While it is unreachable, an attempt waits for the
+connection `zookeeper.connection.timeout.ms` at most (as Kafka's ZooKeeper client does) and
+fails: a broker stopped while ZooKeeper is down gives up on controlled shutdown after its
+retries, says why, and stops anyway (its logs are still closed cleanly).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import trio
 from gregor.broker.controller.settings import ControllerSettings
 from gregor.broker.zk.client import KafkaZkClient
 from gregor.broker.zk.session import ZooKeeperError
+from gregor.broker.zk.znodes import BrokerRegistration
 from gregor.client.connection import BrokerConnection, ConnectionConfig
 from gregor.protocol.apis.controlled_shutdown import (
     ControlledShutdownRequest,
@@ -51,8 +57,17 @@ async def controlled_shutdown(
         asked = NO_CONTROLLER
         controller_gone = True
         try:
-            asked = await _controller_id(zk)
-            response = await _ask_controller(zk, settings, broker_epoch, asked)
+            with trio.fail_after(settings.zookeeper_connection_timeout_s):
+                asked = await _controller_id(zk)
+                found = await zk.get_broker(asked) if asked != NO_CONTROLLER else None
+            response = await _ask_controller(settings, broker_epoch, asked, found)
+        except* trio.TooSlowError:
+            log.warning(
+                "controlled shutdown attempt %d failed: ZooKeeper unreachable for %.0fs, "
+                "so the controller cannot be found",
+                attempt,
+                settings.zookeeper_connection_timeout_s,
+            )
         except* (ZooKeeperError, NetworkError, ProtocolError, OSError) as group:
             log.warning("controlled shutdown attempt %d failed: %s", attempt, group.exceptions[0])
         else:
@@ -94,12 +109,14 @@ async def _controller_id(zk: KafkaZkClient) -> int:
 
 
 async def _ask_controller(
-    zk: KafkaZkClient, settings: ControllerSettings, broker_epoch: int, controller_id: int
+    settings: ControllerSettings,
+    broker_epoch: int,
+    controller_id: int,
+    broker: BrokerRegistration | None,
 ) -> ControlledShutdownResponse | None:
     """The controller's answer; None when there is none to ask or it has no endpoint."""
     if controller_id == NO_CONTROLLER:
         return None
-    broker = await zk.get_broker(controller_id)
     endpoint = broker.endpoint(settings.inter_broker_listener) if broker is not None else None
     if endpoint is None:
         log.info("controller %d has no %s endpoint", controller_id, settings.inter_broker_listener)
