@@ -40,6 +40,7 @@ from gregor.broker.apis import load_handlers
 from gregor.broker.config import BrokerConfig
 from gregor.broker.controller import Controller, ControllerSettings, controlled_shutdown
 from gregor.broker.coordinator.group import GroupConfig, GroupCoordinator
+from gregor.broker.coordinator.partitioning import partition_for
 from gregor.broker.coordinator.transaction import (
     InterBrokerMarkerTransport,
     TransactionConfig,
@@ -57,6 +58,7 @@ from gregor.broker.replicated_topic import ReplicatedTopic
 from gregor.broker.services import Services
 from gregor.broker.topic_creation import TopicCreator
 from gregor.broker.topic_names import CONSUMER_OFFSETS, TRANSACTION_STATE
+from gregor.broker.txn_verification import TxnVerifier
 from gregor.broker.zk import (
     BrokerEndpoint,
     BrokerRegistration,
@@ -92,6 +94,7 @@ class Broker:
             self.broker_id, self.metadata_cache, config.inter_broker_listener_name
         )
         self.transaction_coordinator = self._transaction_coordinator()
+        self.txn_verifier = TxnVerifier(self._transaction_coordinator_of, self.marker_transport)
         self.topic_creator = TopicCreator(config, self.zk, lambda: self.local_logs.log_defaults)
         self.services = Services(
             config=config,
@@ -102,6 +105,7 @@ class Broker:
             replica_manager=self.replica_manager,
             group_coordinator=self.group_coordinator,
             transaction_coordinator=self.transaction_coordinator,
+            txn_verifier=self.txn_verifier,
             topic_creator=self.topic_creator,
             producer_ids=self.producer_ids,
             controller=lambda: self.controller,
@@ -148,6 +152,13 @@ class Broker:
         )
         self.replica_manager.leadership_listeners.append(coordinator.on_leadership_change)
         return coordinator
+
+    def _transaction_coordinator_of(self, transactional_id: str) -> int | None:
+        """The broker leading the id's `__transaction_state` partition, as far as we know."""
+        partitions = self.config.transaction_state_log_num_partitions
+        return self.marker_transport.leader_of(
+            TRANSACTION_STATE, partition_for(transactional_id, partitions)
+        )
 
     def __repr__(self) -> str:
         return f"<Broker {self.broker_id}>"

@@ -25,6 +25,7 @@ from gregor.broker.metrics import Metrics
 from gregor.broker.producer_ids import ProducerIds
 from gregor.broker.replica_manager import ReplicaManager
 from gregor.broker.topic_creation import TopicCreator
+from gregor.broker.txn_verification import TxnVerifier
 from gregor.broker.zk import KafkaZkClient, ReplicaAssignment, TopicPartition
 
 
@@ -61,6 +62,7 @@ class Services:
     topic_creator: TopicCreator
     producer_ids: ProducerIds
     transaction_coordinator: TransactionCoordinator
+    txn_verifier: TxnVerifier
     _controller: Callable[[], ControllerAdmin]
     _cluster_id: Callable[[], str]
     _broker_epoch: Callable[[], int]

@@ -29,14 +29,17 @@ from gregor.protocol.errors import (
     UnsupportedCompressionTypeError,
 )
 from gregor.protocol.legacy import message_set_to_batch
-from gregor.protocol.records import BATCH_HEADER_SIZE, read_batch_header
+from gregor.protocol.records import BATCH_HEADER_SIZE, BatchHeader, read_batch_header
 
 log = logging.getLogger(__name__)
 
 _MAGIC_AT = 16
 
 
-def check_records(records: object, version: int) -> bytes | bytearray | memoryview:
+Records = bytes | bytearray | memoryview
+
+
+def check_records(records: object, version: int) -> Records:
     """The records of one partition as the log takes them: v2 batches.
 
     Raises Kafka's per-partition errors: INVALID_RECORD for anything but v2 batches from v3
@@ -82,6 +85,17 @@ async def produce(
                 entries[key] = check_records(data.records, version)
             except KafkaError as exc:
                 invalid[key] = ProduceResult(exc.code, message=str(exc))
+    if request.transactional_id is not None and entries:
+        for key, error in (
+            await _verify_transactions(ctx, request.transactional_id, entries)
+        ).items():
+            del entries[key]
+            invalid[key] = ProduceResult(
+                error,
+                message="the partition is not in the producer's ongoing transaction"
+                if error == ErrorCode.INVALID_TXN_STATE
+                else None,
+            )
     if request.acks not in (-1, 0, 1):
         results = {
             key: ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS) for key in [*entries, *invalid]
@@ -102,6 +116,34 @@ async def produce(
             raise CloseConnection(f"a Produce with acks=0 failed ({', '.join(failed)})")
         return None
     return _response(results, version)
+
+
+async def _verify_transactions(
+    ctx: RequestContext, transactional_id: str, entries: dict[tuple[str, int], Records]
+) -> dict[tuple[str, int], int]:
+    """The partitions whose transactional batch the coordinator did not confirm.
+
+    Only a batch that would start a transaction on its partition is asked about (KIP-890
+    part 1); one of a transaction already ongoing there is appended without a round trip.
+    """
+    unknown: dict[tuple[str, int], BatchHeader] = {}
+    for key, records in entries.items():
+        header = read_batch_header(records)
+        if not header.is_transactional:
+            continue
+        partition = ctx.services.replica_manager.partition(*key)
+        if partition is None or not partition.is_leader:
+            continue  # the append answers NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION
+        producer = partition.local_log().producer_state.producers.get(header.producer_id)
+        if producer is None or producer.current_txn_first_offset is None:
+            unknown[key] = header
+    if not unknown:
+        return {}
+    first = next(iter(unknown.values()))
+    errors = await ctx.services.txn_verifier.verify(
+        transactional_id, first.producer_id, first.producer_epoch, list(unknown)
+    )
+    return {key: error for key, error in errors.items() if error != ErrorCode.NONE}
 
 
 def _response(results: dict[tuple[str, int], ProduceResult], version: int) -> ProduceResponse:

@@ -8,7 +8,7 @@ next send opens another); the leaders and endpoints come from the metadata cache
 from __future__ import annotations
 
 import logging
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import trio
 
@@ -17,8 +17,11 @@ from gregor.broker.metadata_cache import Node, PartitionState
 from gregor.client.connection import BrokerConnection, ConnectionConfig
 from gregor.protocol.apis.write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from gregor.protocol.errors import NetworkError
+from gregor.protocol.schema import Request, Response
 
 log = logging.getLogger(__name__)
+
+R = TypeVar("R", bound=Response)
 
 
 class ClusterView(Protocol):
@@ -86,9 +89,13 @@ class InterBrokerMarkerTransport:
     async def send(
         self, broker_id: int, request: WriteTxnMarkersRequest
     ) -> WriteTxnMarkersResponse:
+        return await self.request(broker_id, request, WriteTxnMarkersResponse)
+
+    async def request(self, broker_id: int, request: Request, response_type: type[R]) -> R:
+        """Any inter-broker request (markers; a leader's transaction verification)."""
         connection = await self._connection(broker_id)
         try:
-            return await connection.request(request, response_type=WriteTxnMarkersResponse)
+            return await connection.request(request, response_type=response_type)
         except Exception:
             if self._connections.get(broker_id) is connection:
                 del self._connections[broker_id]

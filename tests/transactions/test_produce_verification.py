@@ -1,0 +1,87 @@
+"""A partition leader verifies a transactional batch that would start a transaction on its
+partition with the transaction coordinator (KIP-890 part 1): a produce to a partition the
+producer never added is refused with INVALID_TXN_STATE and nothing is appended."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from transactions.helpers import read_all
+from transactions.test_bad_input import coordinator, init
+
+from gregor.devcluster import LocalCluster
+from gregor.protocol.apis.add_partitions_to_txn import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnTopic,
+)
+from gregor.protocol.apis.end_txn import EndTxnRequest
+from gregor.protocol.apis.list_offsets import (
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsTopic,
+)
+from gregor.protocol.apis.produce import PartitionProduceData, ProduceRequest, TopicProduceData
+from gregor.protocol.errors import ErrorCode
+from gregor.protocol.records import BatchBuilder
+from gregor_testing.cluster import WireClient, create_topic, leader_of, unique_topic
+
+E = ErrorCode
+
+
+def produce(
+    cluster: LocalCluster, tid: str, topic: str, partition: int, pid: int, epoch: int, seq: int
+) -> Any:
+    builder = BatchBuilder(
+        producer_id=pid, producer_epoch=epoch, base_sequence=seq, is_transactional=True
+    )
+    builder.append(f"{partition}-{seq}".encode())
+    request = ProduceRequest(
+        transactional_id=tid,
+        acks=-1,
+        timeout_ms=10_000,
+        topic_data=[TopicProduceData(topic, [PartitionProduceData(partition, builder.build())])],
+    )
+    with WireClient(leader_of(cluster, topic, partition)) as conn:
+        return conn.request(request, 9).responses[0].partition_responses[0]
+
+
+def end_offset(cluster: LocalCluster, topic: str, partition: int) -> int:
+    request = ListOffsetsRequest(
+        replica_id=-1,
+        topics=[ListOffsetsTopic(topic, [ListOffsetsPartition(partition, timestamp=-1)])],
+    )
+    with WireClient(leader_of(cluster, topic, partition)) as conn:
+        answer = conn.request(request, 5).topics[0].partitions[0]
+    assert answer.error_code == E.NONE
+    return int(answer.offset)
+
+
+def test_produce_to_a_partition_not_in_the_transaction(txn_cluster: LocalCluster) -> None:
+    topic = unique_topic("txn-verify")
+    create_topic(txn_cluster, topic, partitions=2, replication_factor=3)
+    tid = unique_topic("tid-verify")
+    with WireClient(coordinator(txn_cluster, tid, 1)) as coord:
+        error, pid, epoch = init(coord, tid)
+        assert error == E.NONE
+        add = AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=tid,
+            v3_and_below_producer_id=pid,
+            v3_and_below_producer_epoch=epoch,
+            v3_and_below_topics=[AddPartitionsToTxnTopic(topic, [0])],
+        )
+        added = coord.request(add, 3).results_by_topic_v3_and_below
+        assert added[0].results_by_partition[0].partition_error_code == E.NONE
+        # Partition 1 was never added: refused, its log untouched.
+        before = end_offset(txn_cluster, topic, 1)
+        refused = produce(txn_cluster, tid, topic, 1, pid, epoch, 0)
+        assert refused.error_code == E.INVALID_TXN_STATE
+        assert end_offset(txn_cluster, topic, 1) == before
+        # Partition 0 was added: its first batch is verified, the next one simply appended.
+        assert produce(txn_cluster, tid, topic, 0, pid, epoch, 0).error_code == E.NONE
+        second = produce(txn_cluster, tid, topic, 0, pid, epoch, 1)
+        assert (second.error_code, second.base_offset) == (E.NONE, 1)
+        commit = EndTxnRequest(
+            transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=True
+        )
+        assert coord.request(commit, 3).error_code == E.NONE
+    assert read_all(txn_cluster, topic, 2, "read_committed") == {0: [b"0-0", b"0-1"], 1: []}
