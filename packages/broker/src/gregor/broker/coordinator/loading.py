@@ -1,5 +1,6 @@
 """Reading a coordinator's internal-topic partition from its start, as a new coordinator
-does before it answers: the group and transaction coordinators share it."""
+does before it answers, and the epoch check that orders loads and unloads: the group
+and transaction coordinators share both."""
 
 from __future__ import annotations
 
@@ -34,3 +35,15 @@ async def replay_log(
 
 def _read_chunk(source: Log, offset: int, buffer_size: int) -> bytes:
     return source.read(offset, buffer_size, FetchIsolation.LOG_END).records.read()
+
+
+def record_epoch(epochs: dict[int, int], partition: int, epoch: int | None) -> bool:
+    """Record `epoch` as the partition's latest coordinator epoch; False if a newer one was
+    already seen (a stale load or unload to ignore). `None` (no epoch known) always goes."""
+    if epoch is None:
+        return True
+    current = epochs.get(partition)
+    if current is not None and epoch < current:
+        return False
+    epochs[partition] = epoch
+    return True

@@ -39,7 +39,7 @@ from gregor.broker.coordinator.group.records import (
     tombstone_batch,
 )
 from gregor.broker.coordinator.group.state import GroupState
-from gregor.broker.coordinator.loading import replay_log
+from gregor.broker.coordinator.loading import record_epoch, replay_log
 from gregor.broker.coordinator.partitioning import partition_for
 from gregor.broker.coordinator.topic_log import TopicLog, Write
 from gregor.broker.topic_names import CONSUMER_OFFSETS
@@ -348,18 +348,8 @@ class GroupMetadataManager:
 
     # -- loading and unloading -----------------------------------------------------------
 
-    def _newer_epoch(self, partition: int, epoch: int | None) -> bool:
-        """Record `epoch` for the partition; False if an earlier decision had a newer one."""
-        current = self.epochs.get(partition)
-        if epoch is None:
-            return True
-        if current is not None and epoch < current:
-            return False
-        self.epochs[partition] = epoch
-        return True
-
     def schedule_load(self, partition: int, epoch: int, on_loaded: GroupCallback) -> None:
-        if not self._newer_epoch(partition, epoch):
+        if not record_epoch(self.epochs, partition, epoch):
             log.info(
                 "not loading %s-%d of epoch %d: epoch %d was seen",
                 CONSUMER_OFFSETS,
@@ -418,7 +408,7 @@ class GroupMetadataManager:
     def remove_groups_for_partition(
         self, partition: int, epoch: int | None, on_unloaded: GroupCallback
     ) -> None:
-        if not self._newer_epoch(partition, epoch):
+        if not record_epoch(self.epochs, partition, epoch):
             log.info(
                 "not unloading %s-%d of epoch %s: epoch %d was seen",
                 CONSUMER_OFFSETS,

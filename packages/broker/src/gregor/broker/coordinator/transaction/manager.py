@@ -25,7 +25,7 @@ from functools import partial
 import attrs
 import trio
 
-from gregor.broker.coordinator.loading import replay_log
+from gregor.broker.coordinator.loading import record_epoch, replay_log
 from gregor.broker.coordinator.partitioning import partition_for
 from gregor.broker.coordinator.topic_log import TopicLog
 from gregor.broker.coordinator.transaction.config import TransactionConfig
@@ -166,17 +166,8 @@ class TransactionStateManager:
 
     # -- loading and unloading -------------------------------------------------------------
 
-    def _newer_epoch(self, partition: int, epoch: int | None) -> bool:
-        current = self.epochs.get(partition)
-        if epoch is None:
-            return True
-        if current is not None and epoch < current:
-            return False
-        self.epochs[partition] = epoch
-        return True
-
     def schedule_load(self, partition: int, epoch: int, on_loaded: LoadedCallback) -> None:
-        if not self._newer_epoch(partition, epoch):
+        if not record_epoch(self.epochs, partition, epoch):
             log.info(
                 "not loading %s-%d of epoch %d: epoch %d was seen",
                 TRANSACTION_STATE,
@@ -232,7 +223,7 @@ class TransactionStateManager:
         on_loaded(partition, epoch, list(transactions.values()))
 
     def unload(self, partition: int, epoch: int | None) -> None:
-        if not self._newer_epoch(partition, epoch):
+        if not record_epoch(self.epochs, partition, epoch):
             return
         self.loading.pop(partition, None)
         owned = self.owned.pop(partition, None)
