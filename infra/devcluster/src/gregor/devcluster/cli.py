@@ -12,6 +12,7 @@ from pathlib import Path
 
 from gregor.devcluster.admin import create_topic, produce_and_fetch_sample
 from gregor.devcluster.cluster import LocalCluster
+from gregor.devcluster.supervisor import die_with_parent
 
 DEMO_TOPIC = "demo"
 
@@ -44,6 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # SIGTERM (nox's second step after Ctrl-C, or a plain `kill`) stops the cluster as
     # Ctrl-C does, so no ZooKeeper or broker outlives this process.
     signal.signal(signal.SIGTERM, _interrupt)
+    die_with_parent(signal.SIGTERM)  # and so does the end of whatever started this process
     print(f"starting ZooKeeper and {args.brokers} brokers under {directory} ...", flush=True)
     try:
         cluster.start()  # stops what it started if it fails or is interrupted

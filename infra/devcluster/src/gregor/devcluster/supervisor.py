@@ -1,11 +1,17 @@
 """Supervised local processes: each started in a session of its own (a Ctrl-C in the
 launcher's terminal is for the launcher alone), its output appended to a log file, stopped
-gracefully and killed when that takes too long. No process outlives the launcher's `stop`."""
+gracefully and killed when that takes too long. No process outlives the launcher's `stop`,
+nor the launcher itself: a launcher killed outright (a test run cut short by SIGKILL skips
+every fixture's teardown) takes its processes with it, through the parent-death signal."""
 
 from __future__ import annotations
 
+import ctypes
+import shutil
 import signal
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -20,6 +26,31 @@ def wait_until(
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
         time.sleep(interval)
+
+
+def orphan_guard() -> list[str]:
+    """An argv prefix that makes the child get SIGTERM when its parent dies.
+
+    util-linux's `setpriv --pdeathsig` sets it and execs the command, so the process keeps
+    its pid and argv. Linux ties the signal to the thread that forked, not the process:
+    a child spawned from another thread (a fault injector's, say) would be stopped when
+    that thread ends, so only the main thread's children get the guard.
+    """
+    setpriv = shutil.which("setpriv")
+    if setpriv is None or threading.current_thread() is not threading.main_thread():
+        return []
+    return [setpriv, "--pdeathsig", "TERM", "--"]
+
+
+def die_with_parent(signum: int = signal.SIGTERM) -> None:
+    """Have Linux send this process `signum` when its parent exits (PR_SET_PDEATHSIG).
+
+    For a launcher run under another program: nox, for one, exits on SIGTERM without
+    passing it on, which would leave the launcher and its cluster running.
+    """
+    if sys.platform == "linux":
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signum, 0, 0, 0)
 
 
 class Supervised:
@@ -39,7 +70,7 @@ class Supervised:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                list(argv),
+                [*orphan_guard(), *argv],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
