@@ -14,12 +14,15 @@ as_root() {
 # Debian packages: ZooKeeper (the coordination service the brokers use), kcat (a librdkafka
 # command-line client the interop tests drive), Java 17 for ZooKeeper and Spark (PySpark 4
 # runs on Java 17 or 21),
-# Node.js/npm for the KafkaJS interop tests, and venv support for the system Python.
+# Node.js/npm for the KafkaJS interop tests, venv support for the system Python, and iproute2
+# and iptables for the two-datacenter topology in network namespaces (its network faults).
 missing=()
 need_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed' || missing+=("$1"); }
 need_pkg zookeeper
 need_pkg kcat
 need_pkg openjdk-17-jre-headless
+need_pkg iproute2
+need_pkg iptables
 command -v node >/dev/null 2>&1 || need_pkg nodejs
 command -v npm >/dev/null 2>&1 || need_pkg npm
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need_pkg python3-venv
