@@ -22,7 +22,8 @@ def broker_command() -> list[str]:
 
 
 class BrokerProcess(Supervised):
-    """`properties` are added to (and override) the generated ones."""
+    """`properties` are added to (and override) the generated ones; `namespace` is the
+    network namespace it runs in (a host of the two-datacenter topology), if any."""
 
     def __init__(
         self,
@@ -32,8 +33,9 @@ class BrokerProcess(Supervised):
         port: int | None = None,
         host: str = LOOPBACK,
         properties: Mapping[str, str] | None = None,
+        namespace: str | None = None,
     ) -> None:
-        super().__init__(f"broker {broker_id}", directory / "broker.log")
+        super().__init__(f"broker {broker_id}", directory / "broker.log", namespace)
         self.broker_id = broker_id
         self.directory = directory
         self.zookeeper_connect = zookeeper_connect
@@ -80,7 +82,7 @@ class BrokerProcess(Supervised):
         if self.is_running():
             return
         self.write_config()
-        self.spawn([*broker_command(), str(self.config_path)])
+        self.spawn(self.command([*broker_command(), str(self.config_path)]))
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Wait until the broker answers ApiVersions; raise with its log's tail if it died."""
@@ -95,4 +97,4 @@ class BrokerProcess(Supervised):
 
     def _answers(self) -> bool:
         self.check_alive()
-        return api_versions(self.host, self.port, timeout=1.0) is not None
+        return self.probe(api_versions, self.host, self.port, 1.0) is not None

@@ -15,6 +15,11 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
+
+from gregor.devcluster.namespaces import call_in, exec_prefix
+
+T = TypeVar("T")
 
 
 def wait_until(
@@ -54,12 +59,22 @@ def die_with_parent(signum: int = signal.SIGTERM) -> None:
 
 
 class Supervised:
-    """One process, named `name` in errors, writing to `log_path`."""
+    """One process, named `name` in errors, writing to `log_path`; inside the network
+    namespace `namespace` if one is given (the two-datacenter topology's hosts)."""
 
-    def __init__(self, name: str, log_path: Path) -> None:
+    def __init__(self, name: str, log_path: Path, namespace: str | None = None) -> None:
         self.name = name
         self.log_path = log_path
+        self.namespace = namespace
         self.process: subprocess.Popen[bytes] | None = None
+
+    def command(self, argv: Sequence[str]) -> list[str]:
+        """`argv` as run where this process lives (inside its namespace, if it has one)."""
+        return [*exec_prefix(self.namespace), *argv] if self.namespace else list(argv)
+
+    def probe(self, fn: Callable[..., T], *args: object) -> T:
+        """`fn(*args)` where this process's network is: its probes' sockets open there."""
+        return call_in(self.namespace, fn, *args) if self.namespace else fn(*args)
 
     @property
     def pid(self) -> int | None:
