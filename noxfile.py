@@ -159,6 +159,25 @@ def cluster(session: nox.Session) -> None:
 
 
 @nox.session
+def topology(session: nox.Session) -> None:
+    """The two-datacenter topology of infra/topology.toml as network namespaces (root):
+    `-- up` starts it and returns, `-- status`, `-- down` (also after a crash); --dir
+    (default .topology), --run-id, --network-only."""
+    install(session, *PACKAGES, extra=LAUNCHER)
+    session.run("python", "-m", "gregor.devcluster.netns_cli", *session.posargs)
+
+
+@nox.session
+def topology_cycles(session: nox.Session) -> None:
+    """The topology up and down cleanly 10 times in a row (GREGOR_TOPOLOGY_CYCLES); the
+    default suite runs 2."""
+    install(session, *PACKAGES, extra=[*LAUNCHER, *TEST_DEPS])
+    env = {"GREGOR_TOPOLOGY_CYCLES": os.environ.get("GREGOR_TOPOLOGY_CYCLES", "10")}
+    test = "tests/topology/test_cluster.py::test_up_and_down_cleanly_again_and_again"
+    session.run("pytest", test, "-s", "--timeout=3600", *session.posargs, env=env)
+
+
+@nox.session
 def docs(session: nox.Session) -> None:
     """Regenerate docs/configuration.md from the config declarations (a test checks it)."""
     install(session, *PACKAGES)

@@ -97,7 +97,7 @@ def pids(namespace: str) -> list[int]:
         listed = ip("netns", "pids", namespace).split()
     except RuntimeError:
         return []
-    return [pid for pid in map(int, listed) if _alive(pid)]
+    return [pid for pid in map(int, listed) if alive(pid)]
 
 
 def stop_processes(groups: Iterable[Iterable[str]], timeout: float) -> None:
@@ -109,11 +109,11 @@ def stop_processes(groups: Iterable[Iterable[str]], timeout: float) -> None:
             _signal(pid, signal.SIGCONT)  # a paused process cannot handle SIGTERM
             _signal(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        while any(map(_alive, targets)) and time.monotonic() < deadline:
+        while any(map(alive, targets)) and time.monotonic() < deadline:
             time.sleep(0.05)
         for pid in targets:
             _signal(pid, signal.SIGKILL)
-        while any(map(_alive, targets)):
+        while any(map(alive, targets)):
             time.sleep(0.01)
 
 
@@ -130,7 +130,7 @@ def delete(namespace: str) -> None:
         pass
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     """Whether `pid` runs (a zombie waiting for its parent does not)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()

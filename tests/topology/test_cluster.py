@@ -1,0 +1,151 @@
+"""The whole topology with its services: two ZooKeeper ensembles and six brokers in their
+namespaces. It comes up and goes down cleanly again and again; a real client (confluent-kafka)
+on a client host produces and consumes across the WAN, and a WAN cut stops exactly that
+traffic until healed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gregor.devcluster.netfaults import NetworkFaults
+from gregor.devcluster.netns import NetnsTopology, teardown
+from gregor.devcluster.topology import load
+from gregor_testing.topology import DESCRIPTION, leftovers, requires_netns, run_on, topology_up
+
+pytestmark = [requires_netns, pytest.mark.slow]
+
+# `nox -s topology_cycles` runs 10; the default suite a short variant.
+CYCLES = int(os.environ.get("GREGOR_TOPOLOGY_CYCLES", "2"))
+
+CREATE_TOPIC = """
+import sys
+from confluent_kafka.admin import AdminClient, NewTopic
+bootstrap, topic = sys.argv[1:]
+admin = AdminClient({"bootstrap.servers": bootstrap})
+admin.create_topics([NewTopic(topic, 3, 3)])[topic].result(60)
+"""
+
+PRODUCE = """
+import json, sys
+from confluent_kafka import Producer
+bootstrap, topic, first, count, timeout_ms = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
+acked, errors = [], set()
+def report(err, msg):
+    if err:
+        errors.add(err.name())
+    else:
+        acked.append(int(msg.value()))
+producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                     "enable.idempotence": True, "message.timeout.ms": timeout_ms})
+for i in range(first, first + count):
+    producer.produce(topic, key=str(i % 5).encode(), value=str(i).encode(), on_delivery=report)
+producer.flush(timeout_ms / 1000 + 30)
+print(json.dumps({"acked": sorted(acked), "errors": sorted(errors)}))
+"""
+
+CONSUME = """
+import json, sys, time
+from confluent_kafka import Consumer, TopicPartition
+bootstrap, topic, expected = sys.argv[1], sys.argv[2], int(sys.argv[3])
+consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "wan-reader",
+                     "enable.auto.commit": False})
+consumer.assign([TopicPartition(topic, p, 0) for p in range(3)])
+records, deadline = [], time.monotonic() + 60
+while len(records) < expected and time.monotonic() < deadline:
+    msg = consumer.poll(1.0)
+    if msg is not None and not msg.error():
+        records.append([msg.partition(), msg.offset(), int(msg.key()), int(msg.value())])
+consumer.close()
+print(json.dumps(records))
+"""
+
+
+def run_json(topology: NetnsTopology, host: str, code: str, *args: object) -> Any:
+    done = run_on(topology, host, code, *map(str, args))
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout) if done.stdout.strip() else None
+
+
+@pytest.fixture(scope="module")
+def topology(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetnsTopology]:
+    with topology_up(tmp_path_factory.mktemp("topology")) as topology:
+        yield topology
+
+
+def test_up_and_down_cleanly_again_and_again(tmp_path: Path) -> None:
+    """Each cycle: every ZooKeeper and broker serves in its own namespace, then nothing of
+    the run is left: no namespace, /etc/netns folder, process or state file."""
+    timings = []
+    for cycle in range(CYCLES):
+        started = time.monotonic()
+        with topology_up(tmp_path) as topology:
+            up = time.monotonic() - started
+            rows = topology.status()
+            assert [r.host.name for r in rows if not r.exists] == []
+            serving = [r.host.name for r in rows if r.serving]
+            assert len(serving) == 3 + 1 + 6  # the two ensembles and six brokers
+            assert all(len(r.pids) == 1 for r in rows if r.serving)
+            stopping = time.monotonic()
+        timings.append((up, time.monotonic() - stopping))
+        assert leftovers(topology) == [], f"cycle {cycle}"
+    print("up/down seconds: " + ", ".join(f"{u:.1f}/{d:.1f}" for u, d in timings))
+
+
+def test_down_stops_what_a_harness_that_is_gone_left_running(tmp_path: Path) -> None:
+    """`up` from the CLI returns and leaves ZooKeeper and the brokers running with no parent
+    of theirs left, as a crashed harness would; `down` from another process finds them in
+    the run's namespaces and stops them (brokers first: a controlled shutdown)."""
+    cli = [sys.executable, "-m", "gregor.devcluster.netns_cli"]
+    where = ["--dir", str(tmp_path), "--description", str(DESCRIPTION)]
+    topology = NetnsTopology(load(DESCRIPTION), tmp_path)
+    try:
+        subprocess.run([*cli, "up", *where], check=True, capture_output=True)
+        assert sum(1 for row in topology.status() if row.serving) == 10
+        subprocess.run([*cli, "down", *where], check=True, capture_output=True)
+        assert leftovers(topology) == []
+        log = (tmp_path / "dc1-broker1" / "broker.log").read_text()
+        assert "controlled shutdown succeeded" in log
+    finally:
+        teardown(tmp_path)
+
+
+def test_a_client_produces_and_consumes_across_the_wan(topology: NetnsTopology) -> None:
+    """dc2's client writes to dc1's cluster (acks=all, idempotent, keyed) and reads it all
+    back from there: every record once, each key's records in order."""
+    dc1 = topology.bootstrap_servers("dc1")
+    run_json(topology, "dc2-client", CREATE_TOPIC, dc1, "across")
+    produced = run_json(topology, "dc2-client", PRODUCE, dc1, "across", 0, 200, 30000)
+    assert produced == {"acked": list(range(200)), "errors": []}
+    records = run_json(topology, "dc2-client", CONSUME, dc1, "across", 200)
+    assert sorted(r[3] for r in records) == list(range(200))
+    for key in range(5):
+        values = [value for _, _, k, value in records if k == key]
+        assert values == sorted(values)
+        assert len({p for p, _, k, _ in records if k == key}) == 1  # a key, a partition
+
+
+def test_a_wan_cut_stops_cross_datacenter_traffic_until_healed(topology: NetnsTopology) -> None:
+    dc1 = topology.bootstrap_servers("dc1")
+    run_json(topology, "dc1-client", CREATE_TOPIC, dc1, "cut")
+    faults = NetworkFaults(topology)
+    faults.cut_wan()
+    try:
+        across = run_json(topology, "dc2-client", PRODUCE, dc1, "cut", 0, 10, 3000)
+        assert across == {"acked": [], "errors": ["_MSG_TIMED_OUT"]}
+        inside = run_json(topology, "dc1-client", PRODUCE, dc1, "cut", 10, 10, 30000)
+        assert inside == {"acked": list(range(10, 20)), "errors": []}
+    finally:
+        faults.heal()
+    healed = run_json(topology, "dc2-client", PRODUCE, dc1, "cut", 20, 10, 30000)
+    assert healed == {"acked": list(range(20, 30)), "errors": []}
+    records = run_json(topology, "dc2-client", CONSUME, dc1, "cut", 20)
+    assert sorted(r[3] for r in records) == list(range(10, 30))  # none of the timed out
