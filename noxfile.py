@@ -161,10 +161,13 @@ def cluster(session: nox.Session) -> None:
 @nox.session
 def topology(session: nox.Session) -> None:
     """The two-datacenter topology of infra/topology.toml as network namespaces (root):
-    `-- up` starts it and returns, `-- status`, `-- down` (also after a crash); --dir
-    (default .topology), --run-id, --network-only."""
+    `-- up` runs it until Ctrl-C; `-- status` and `-- down` (also after a crash) from
+    another shell; --dir (default .topology), --run-id, --network-only."""
     install(session, *PACKAGES, extra=LAUNCHER)
-    session.run("python", "-m", "gregor.devcluster.netns_cli", *session.posargs)
+    # As for the cluster: after Ctrl-C the brokers and ZooKeepers need a few seconds to stop.
+    session.run(
+        "python", "-m", "gregor.devcluster.netns_cli", *session.posargs, interrupt_timeout=120
+    )
 
 
 @nox.session

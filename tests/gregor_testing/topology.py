@@ -24,6 +24,7 @@ from gregor.devcluster.netns import NetnsTopology
 from gregor.devcluster.topology import load
 
 DESCRIPTION = Path(__file__).parents[2] / "infra" / "topology.toml"
+CLI = [sys.executable, "-m", "gregor.devcluster.netns_cli"]
 
 requires_netns = pytest.mark.skipif(
     os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("iptables-restore"),
@@ -41,6 +42,25 @@ def topology_up(directory: Path, services: bool = True) -> Iterator[NetnsTopolog
         yield topology
     finally:
         topology.down()
+
+
+def start_cli(directory: Path, *options: str) -> subprocess.Popen[str]:
+    """`nox -s topology -- up` as a user runs it, for the topology under `directory`;
+    returned once it says it runs. The caller ends it (Ctrl-C, SIGTERM, or SIGKILL as a
+    crash) and runs `down`."""
+    argv = [*CLI, "up", "--dir", str(directory), "--description", str(DESCRIPTION), *options]
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    for line in process.stdout:
+        if line.startswith("running"):
+            return process
+    raise RuntimeError(f"{' '.join(argv)} exited with status {process.wait()}")
+
+
+def cli_down(directory: Path) -> str:
+    """`nox -s topology -- down` from a process of its own; what it printed."""
+    argv = [*CLI, "down", "--dir", str(directory), "--description", str(DESCRIPTION)]
+    return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
 
 
 def leftovers(topology: NetnsTopology) -> list[str]:

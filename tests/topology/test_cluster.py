@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,10 +14,19 @@ from typing import Any
 
 import pytest
 
+from gregor.devcluster import namespaces
 from gregor.devcluster.netfaults import NetworkFaults
 from gregor.devcluster.netns import NetnsTopology, teardown
 from gregor.devcluster.topology import load
-from gregor_testing.topology import DESCRIPTION, leftovers, requires_netns, run_on, topology_up
+from gregor_testing.topology import (
+    DESCRIPTION,
+    cli_down,
+    leftovers,
+    requires_netns,
+    run_on,
+    start_cli,
+    topology_up,
+)
 
 pytestmark = [requires_netns, pytest.mark.slow]
 
@@ -100,20 +107,19 @@ def test_up_and_down_cleanly_again_and_again(tmp_path: Path) -> None:
     print("up/down seconds: " + ", ".join(f"{u:.1f}/{d:.1f}" for u, d in timings))
 
 
-def test_down_stops_what_a_harness_that_is_gone_left_running(tmp_path: Path) -> None:
-    """`up` from the CLI returns and leaves ZooKeeper and the brokers running with no parent
-    of theirs left, as a crashed harness would; `down` from another process finds them in
-    the run's namespaces and stops them (brokers first: a controlled shutdown)."""
-    cli = [sys.executable, "-m", "gregor.devcluster.netns_cli"]
-    where = ["--dir", str(tmp_path), "--description", str(DESCRIPTION)]
+def test_nothing_outlives_a_crashed_harness_once_down_ran(tmp_path: Path) -> None:
+    """`up` killed outright while it runs: its ZooKeepers and brokers get SIGTERM as it dies
+    (the launcher's parent-death signal), its namespaces stay; `down` from another process
+    finds whatever is left in them and removes it all."""
     topology = NetnsTopology(load(DESCRIPTION), tmp_path)
     try:
-        subprocess.run([*cli, "up", *where], check=True, capture_output=True)
-        assert sum(1 for row in topology.status() if row.serving) == 10
-        subprocess.run([*cli, "down", *where], check=True, capture_output=True)
+        cli = start_cli(tmp_path)
+        assert sum(1 for row in topology.status() if row.serving) == 3 + 1 + 6
+        cli.kill()
+        cli.wait()
+        assert len(namespaces.namespaces(topology.prefix)) == 17
+        cli_down(tmp_path)
         assert leftovers(topology) == []
-        log = (tmp_path / "dc1-broker1" / "broker.log").read_text()
-        assert "controlled shutdown succeeded" in log
     finally:
         teardown(tmp_path)
 

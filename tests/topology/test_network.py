@@ -4,8 +4,6 @@ died, and each network fault cuts exactly the traffic it should until `heal`."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -17,12 +15,14 @@ from gregor.devcluster.netns import NetnsTopology, teardown
 from gregor.devcluster.topology import load
 from gregor_testing.topology import (
     DESCRIPTION,
+    cli_down,
     datagram_arrives,
     leftovers,
     listening,
     reaches,
     requires_netns,
     run_on,
+    start_cli,
     topology_up,
 )
 
@@ -134,18 +134,17 @@ def test_faults_name_unknown_hosts(faults: NetworkFaults) -> None:
 
 
 def test_down_after_a_crashed_harness_and_up_over_leftovers(tmp_path: Path) -> None:
-    """A harness that exits without `down` (as one that crashed) leaves the network up; a
-    second `up` in the same folder starts over, and `down` from a fresh process (the CLI,
-    reading the state on disk) removes everything."""
-    cli = [sys.executable, "-m", "gregor.devcluster.netns_cli"]
-    where = ["--dir", str(tmp_path), "--description", str(DESCRIPTION)]
+    """`up` killed outright (a crash: no `down` of its own) leaves the network behind; a
+    second `up` in the same folder starts over, and `down` from a fresh process (reading
+    the state on disk) removes everything."""
     topology = NetnsTopology(load(DESCRIPTION), tmp_path)
     try:
         for _ in range(2):
-            subprocess.run([*cli, "up", "--network-only", *where], check=True)
+            cli = start_cli(tmp_path, "--network-only")
+            cli.kill()
+            cli.wait()
             assert len(leftovers(topology)) == 17 + 17 + 1  # namespaces, /etc/netns, state
-        done = subprocess.run([*cli, "down", *where], capture_output=True, text=True)
-        assert done.stdout.strip() == "removed 17 namespaces and their processes"
+        assert cli_down(tmp_path).strip() == "removed 17 namespaces and their processes"
         assert leftovers(topology) == []
     finally:
         teardown(tmp_path)

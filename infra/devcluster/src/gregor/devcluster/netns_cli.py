@@ -1,17 +1,20 @@
 """`python -m gregor.devcluster.netns_cli up|down|status` (`nox -s topology`, as root): the
-two-datacenter topology of `infra/topology.toml` as network namespaces. `up` returns once
-every ZooKeeper and broker serves and leaves them running; `down` stops and removes it all,
-also after a harness that crashed."""
+two-datacenter topology of `infra/topology.toml` as network namespaces. `up` runs it until
+Ctrl-C or SIGTERM, as `nox -s cluster` runs the local cluster (its processes die with it,
+also when it is killed outright); `status` and `down` work from any other shell, `down` also
+after an `up` that crashed and left its namespaces."""
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from gregor.devcluster.netns import NetnsTopology, teardown
+from gregor.devcluster.supervisor import die_with_parent
 from gregor.devcluster.topology import TopologyError, load
 
 
@@ -45,11 +48,41 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.command == "up":
-        started = time.monotonic()
-        print(f"bringing up {len(topology.topology.hosts)} hosts under {directory} ...")
-        topology.up(services=not args.network_only)
-        print(f"up in {time.monotonic() - started:.1f}s")
+        return run(topology, services=not args.network_only)
     return show(topology)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def run(topology: NetnsTopology, services: bool) -> int:
+    """Up until Ctrl-C, SIGTERM, the end of whatever started this process, or a service
+    that exits; then down."""
+    signal.signal(signal.SIGTERM, _interrupt)
+    die_with_parent(signal.SIGTERM)
+    started = time.monotonic()
+    hosts = len(topology.topology.hosts)
+    print(f"bringing up {hosts} hosts under {topology.directory} ...", flush=True)
+    try:
+        topology.up(services)  # takes down what it brought up if it fails or is interrupted
+    except KeyboardInterrupt:
+        print("\nstopped", flush=True)
+        return 0
+    try:
+        print(f"up in {time.monotonic() - started:.1f}s")
+        show(topology)
+        print("running; press Ctrl-C to stop", flush=True)
+        while all(process.is_running() for process in topology.processes.values()):
+            time.sleep(0.5)
+        print("a service exited; stopping the topology", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\nstopping ...", flush=True)
+        return 0
+    finally:
+        topology.down()
+        print("stopped", flush=True)
 
 
 def show(topology: NetnsTopology) -> int:
