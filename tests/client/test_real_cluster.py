@@ -27,6 +27,8 @@ from gregor.client.admin import ConfigResource, ElectionType, ResourceType
 from gregor.devcluster import LocalCluster
 from gregor.protocol.errors import (
     ElectionNotNeededError,
+    InvalidRecordError,
+    KafkaError,
     MessageTooLargeError,
     TopicAlreadyExistsError,
 )
@@ -119,6 +121,47 @@ def test_a_batch_over_the_topic_limit_is_split_and_a_record_over_it_fails(
         c.assign([TopicPartition(topic, 0)])
         got = read(c, 50)
     assert [(r.offset, r.value) for r in got] == list(enumerate(values))
+
+
+def test_records_the_broker_names_invalid_fail_with_its_message(
+    shared_cluster: LocalCluster,
+) -> None:
+    """KIP-467: a batch with keyless records on a compacted topic is refused with
+    INVALID_RECORD and each bad record named; exactly those records fail as INVALID_RECORD
+    with the broker's message, the batch's others with an error saying they were refused with
+    them (the Java client's behaviour), on the future and in on_delivery alike."""
+    topic = unique_topic("kip467")
+    create_topic(shared_cluster, topic, configs={"cleanup.policy": "compact"})
+    keys = [b"k0", None, b"k2", b"k3", None, b"", None]  # an empty key is a key
+    reports: dict[int, Exception | None] = {}
+    config = {"linger.ms": 1000, "enable.idempotence": False, "retries": 0}
+    with Producer(settings(shared_cluster, **config)) as producer:
+        futures = [
+            producer.produce(
+                topic,
+                b"v%d" % i,
+                key,
+                partition=0,
+                on_delivery=lambda error, meta, i=i: reports.__setitem__(i, error),
+            )
+            for i, key in enumerate(keys)
+        ]
+        producer.flush(60)
+        producer.poll(0)
+    errors = {i: f.exception(0) for i, f in enumerate(futures)}
+    why = f"Compacted topic cannot accept message without key in topic partition {topic}-0."
+    invalid = {i for i, e in errors.items() if isinstance(e, InvalidRecordError)}
+    assert invalid == {1, 4, 6}
+    for i in invalid:
+        assert str(errors[i]).endswith(f"record {i} of the batch: {why}"), errors[i]
+    for i in set(range(len(keys))) - invalid:
+        error = errors[i]
+        assert type(error) is KafkaError, error
+        assert "part of a batch with one or more invalid records" in str(error)
+        assert "INVALID_RECORD" in str(error)
+    assert {i: type(e) for i, e in reports.items()} == {i: type(e) for i, e in errors.items()}
+    with Consumer(settings(shared_cluster)) as c:  # nothing of the batch reached the log
+        assert c.end_offsets([TopicPartition(topic, 0)], 30) == {TopicPartition(topic, 0): 0}
 
 
 def test_idle_connections_close_and_the_next_record_reconnects(

@@ -5,6 +5,10 @@ call does the per-record work once and the sender only seals, compresses and shi
 batches. Delivery is decided per batch: every record of a batch shares its outcome, and a
 record's offset is the batch's base offset plus its index.
 
+A batch the broker refuses naming some of its records (KIP-467 record errors, e.g. keyless
+records on a compacted topic) fails each named record with the broker's message for it and
+the batch's other records with a generic error, as the Java client does (`error_of`).
+
 A batch the broker finds too large (MESSAGE_TOO_LARGE) is split into parts that are sent
 instead (`parts`); it completes when they all have, and each record's outcome is the one of
 the part that holds it (`locate`).
@@ -52,6 +56,7 @@ class ProducerBatch:
         "parts",
         "producer_epoch",
         "producer_id",
+        "record_errors",
         "retry_at",
         "size",
         "tp",
@@ -86,6 +91,8 @@ class ProducerBatch:
         self.base_offset = -1
         self.log_append_time = -1
         self.error: KafkaError | None = None
+        # The errors of the records the broker named (by index), when it named any.
+        self.record_errors: dict[int, KafkaError] | None = None
         self.last_error: KafkaError | None = None  # of the latest retried attempt
         self._done_callbacks: list[Callable[[ProducerBatch], None]] | None = None
         # When split: (index of its first record here, part), in record order.
@@ -117,7 +124,11 @@ class ProducerBatch:
         callback(self)
 
     def complete(
-        self, base_offset: int = -1, log_append_time: int = -1, error: KafkaError | None = None
+        self,
+        base_offset: int = -1,
+        log_append_time: int = -1,
+        error: KafkaError | None = None,
+        record_errors: dict[int, KafkaError] | None = None,
     ) -> None:
         with _COMPLETION:
             if self.done:
@@ -125,6 +136,7 @@ class ProducerBatch:
             self.base_offset = base_offset
             self.log_append_time = log_append_time
             self.error = error
+            self.record_errors = record_errors
             self.done = True
             callbacks, self._done_callbacks = self._done_callbacks, None
         for callback in callbacks or ():
@@ -138,6 +150,20 @@ class ProducerBatch:
             batch, index = part, index - start
         return batch, index
 
+    def error_of(self, index: int) -> KafkaError | None:
+        """Record `index`'s error: the batch's, unless the broker named invalid records;
+        then a named record's own, and for the others one saying why they failed too."""
+        named = self.record_errors
+        if named is None:
+            return self.error
+        found = named.get(index)
+        if found is None:
+            found = KafkaError(
+                f"producing to {self.tp}: failed to append the record because it was part of "
+                f"a batch with one or more invalid records ({self.error})"
+            )
+        return found
+
     def metadata(self, index: int, timestamp: int) -> RecordMetadata:
         offset = self.base_offset + index if self.base_offset >= 0 else -1
         when = self.log_append_time if self.log_append_time >= 0 else timestamp
@@ -147,7 +173,7 @@ class ProducerBatch:
         """Call each record's on_delivery (in the caller's thread)."""
         for index, timestamp, callback in self.callbacks or ():
             batch, index = self.locate(index)
-            callback(batch.error, batch.metadata(index, timestamp))
+            callback(batch.error_of(index), batch.metadata(index, timestamp))
 
 
 class RecordFuture(tuple[ProducerBatch, int, int]):
@@ -164,8 +190,9 @@ class RecordFuture(tuple[ProducerBatch, int, int]):
     def _outcome(self) -> RecordMetadata:
         batch, index, timestamp = self
         batch, index = batch.locate(index)
-        if batch.error is not None:
-            raise batch.error
+        error = batch.error_of(index)
+        if error is not None:
+            raise error
         return batch.metadata(index, timestamp)
 
     def result(self, timeout: float | None = None) -> RecordMetadata:

@@ -13,7 +13,9 @@ Each partition of a response settles its batch:
   delivery.timeout.ms; errors that mean stale metadata also refresh it;
 - MESSAGE_TOO_LARGE for a batch of several records (without a producer id): it is split in
   two halves, sent in its place;
-- anything else: the batch fails with that error, naming the partition and the broker.
+- anything else: the batch fails with that error, naming the partition and the broker; when
+  the broker names invalid records (KIP-467 record errors), each of those fails with its own
+  message and the batch's other records with an error saying they were refused with them.
 A batch still queued when delivery.timeout.ms has passed since it was created fails with a
 timeout.
 """
@@ -35,6 +37,7 @@ from gregor.client.producer.transactions import TransactionManager
 from gregor.client.types import TopicPartition
 from gregor.client.wakeup import Wakeup
 from gregor.protocol.apis.produce import (
+    BatchIndexAndErrorMessage,
     PartitionProduceData,
     ProduceRequest,
     ProduceResponse,
@@ -42,6 +45,7 @@ from gregor.protocol.apis.produce import (
 )
 from gregor.protocol.errors import (
     ErrorCode,
+    InvalidRecordError,
     KafkaError,
     NetworkError,
     ProtocolError,
@@ -57,6 +61,26 @@ def _with_context(error: KafkaError, tp: TopicPartition, where: str) -> KafkaErr
     """The same error class, with a message that says which partition and broker."""
     detail = str(error) if str(error) != error.default_message() else error.error_name()
     return type(error)(f"producing to {tp} on {where}: {detail}")
+
+
+def _named_record_errors(
+    error_class: type[KafkaError],
+    record_errors: Sequence[BatchIndexAndErrorMessage],
+    message: str | None,
+    tp: TopicPartition,
+    where: str,
+) -> dict[int, KafkaError]:
+    """Each named record's error, as the Java client makes them: the broker's message for the
+    record (else the partition's); the partition's error class when one record is named (it
+    is unambiguous), else INVALID_RECORD."""
+    cls = error_class if len(record_errors) == 1 else InvalidRecordError
+    named: dict[int, KafkaError] = {}
+    for found in record_errors:
+        why = found.batch_index_error_message or message or cls.default_message()
+        named[found.batch_index] = cls(
+            f"producing to {tp} on {where}: record {found.batch_index} of the batch: {why}"
+        )
+    return named
 
 
 class Sender:
@@ -238,6 +262,7 @@ class Sender:
                         part.log_append_time_ms,
                         part.error_message,
                         where,
+                        part.record_errors,
                     )
         for batch in by_partition.values():  # not in the response at all
             self._retry_or_fail(batch, NetworkError(f"{where} did not answer for {batch.tp}"))
@@ -250,6 +275,7 @@ class Sender:
         log_append_time: int,
         message: str | None,
         where: str,
+        record_errors: Sequence[BatchIndexAndErrorMessage] = (),
     ) -> None:
         if code == ErrorCode.NONE or code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
             self._succeed(batch, base_offset, log_append_time)
@@ -275,6 +301,9 @@ class Sender:
             and self.transactions.follows_unresolved(batch.tp, batch.base_sequence)
         ):
             self._retry_or_fail(batch, error)
+        elif record_errors:
+            named = _named_record_errors(error_class, record_errors, message, batch.tp, where)
+            self._fail_sent(batch, error, named)
         else:
             self._fail_sent(batch, error)
 
@@ -299,9 +328,14 @@ class Sender:
         """Fail a batch that is not in flight (expired, aborted)."""
         self._complete(batch, error=error)
 
-    def _fail_sent(self, batch: ProducerBatch, error: KafkaError) -> None:
+    def _fail_sent(
+        self,
+        batch: ProducerBatch,
+        error: KafkaError,
+        record_errors: dict[int, KafkaError] | None = None,
+    ) -> None:
         self.accumulator.sent(batch)
-        self._complete(batch, error=error)
+        self._complete(batch, error=error, record_errors=record_errors)
 
     def _fail_all(self, error: KafkaError) -> None:
         for batch in self.accumulator.abort_all(error):
@@ -313,10 +347,11 @@ class Sender:
         base_offset: int = -1,
         log_append_time: int = -1,
         error: KafkaError | None = None,
+        record_errors: dict[int, KafkaError] | None = None,
     ) -> None:
         if batch.base_sequence >= 0:
             self.transactions.resolved(batch.tp, batch.base_sequence, batch.count)
-        batch.complete(base_offset, log_append_time, error)
+        batch.complete(base_offset, log_append_time, error, record_errors)
         self.accumulator.completed([batch])
         if self.delivered is not None and batch.callbacks:
             self.delivered(batch)
