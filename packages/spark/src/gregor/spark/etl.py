@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gregor.client import Consumer, TopicPartition
-from gregor.spark.planning import INTERNAL_TOPICS, from_json_offsets
+from gregor.spark.planning import INTERNAL_TOPICS, by_tp, from_json_offsets
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -155,6 +155,34 @@ def commit_group(consumer: Consumer, offsets: Mapping[tuple[str, int], int]) -> 
     consumer.commit({TopicPartition(t, p): o for (t, p), o in offsets.items()})
 
 
+def source_offsets(text: str | None) -> dict[tuple[str, int], int] | None:
+    """A source's offsets in a progress event, or None where Spark has none: PySpark hands
+    a Java null over as the string "None" (the latest offsets of a batch a killed run
+    planned, the start of a query's first batch)."""
+    if text is None or text.strip() in ("", "None", "null"):
+        return None
+    return from_json_offsets(json.loads(text))
+
+
+def progress_line(
+    topic: str,
+    batch: int,
+    records: int,
+    total: int,
+    start: Mapping[tuple[str, int], int],
+    end: Mapping[tuple[str, int], int],
+    latest: Mapping[tuple[str, int], int],
+) -> str:
+    """One committed batch: its offsets per partition (start-end; a partition new in this
+    batch starts at its earliest offset, which the event does not say: "?"), and the lag."""
+    ranges = " ".join(f"{p}:{start.get((t, p), '?')}-{end[t, p]}" for t, p in sorted(end))
+    lag = sum(max(latest.get(tp, o) - o, 0) for tp, o in end.items())
+    return (
+        f"gregor-etl: {topic}: batch {batch}: {records} records, offsets {ranges}, "
+        f"{total} this run, lag {lag}"
+    )
+
+
 # -- the Spark side -----------------------------------------------------------------------
 
 
@@ -188,14 +216,24 @@ def value_schema(spec: str) -> Any:
     return StructType([*schema.fields, StructField(CORRUPT, StringType())])
 
 
-def start_queries(
-    spark: SparkSession,
-    args: argparse.Namespace,
-    topic: str,
-    client: Mapping[str, str],
-) -> list[StreamingQuery]:
+def topic_stream(
+    spark: SparkSession, args: argparse.Namespace, topic: str, client: Mapping[str, str]
+) -> DataFrame:
+    """The topic as a stream, with the partition columns, for one query alone.
+
+    Each query gets a registration of the source of its own. Spark's Python streaming
+    source runner adds its worker's environment, in place, to the map of the registered
+    data source function (PythonStreamingSourceRunner.init, Spark 4.x), and the tasks of
+    every query over that registration carry the same map. Two queries whose runners start
+    at once can corrupt it (a HashMap written by two threads), and every task that carries
+    it then fails to deserialize (java.io.OptionalDataException): the likely cause of a
+    rerun that failed so in CI in both queries.
+    """
     from pyspark.sql import functions as F
 
+    from gregor.spark import register
+
+    register(spark)
     reader = spark.readStream.format("gregor").option("subscribe", topic)
     reader = reader.option("startingOffsets", "earliest").option("includeHeaders", "true")
     for key, value in client.items():
@@ -209,34 +247,53 @@ def start_queries(
     }
     for name in args.partition_by:
         records = records.withColumn(name, parts[name])
+    return records
+
+
+def start_queries(
+    spark: SparkSession,
+    args: argparse.Namespace,
+    topic: str,
+    client: Mapping[str, str],
+) -> list[StreamingQuery]:
+    from pyspark.sql import functions as F
+
     warehouse: Path = args.warehouse
     outputs: list[tuple[str, DataFrame, list[str]]] = []
     if args.value_format == "json":
         schema = value_schema(args.schema)
-        parsed = records.withColumn(
-            "_parsed",
-            F.from_json(
-                F.col("value").cast("string"),
-                schema,
-                {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT},
-            ),
-        )
+        fields = [f"_parsed.{f.name}" for f in schema.fields if f.name != CORRUPT]
         bad = F.col("value").isNotNull() & (
             F.col(f"_parsed.{CORRUPT}").isNotNull() | F.col("_parsed").isNull()
         )
-        fields = [f"_parsed.{f.name}" for f in schema.fields if f.name != CORRUPT]
-        good = parsed.where(~bad).select(*records.columns, *fields)
-        rejected = parsed.where(bad).select(
-            "topic",
-            "partition",
-            "offset",
-            "timestamp",
-            "value",
-            F.lit(f"value is not JSON of the schema {args.schema}").alias("error"),
+
+        def parsed() -> DataFrame:
+            return topic_stream(spark, args, topic, client).withColumn(
+                "_parsed",
+                F.from_json(
+                    F.col("value").cast("string"),
+                    schema,
+                    {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT},
+                ),
+            )
+
+        good = parsed().where(~bad)
+        good = good.select(*[c for c in good.columns if c != "_parsed"], *fields)
+        rejected = (
+            parsed()
+            .where(bad)
+            .select(
+                "topic",
+                "partition",
+                "offset",
+                "timestamp",
+                "value",
+                F.lit(f"value is not JSON of the schema {args.schema}").alias("error"),
+            )
         )
         outputs = [(topic, good, args.partition_by), (f"{REJECTED}/{topic}", rejected, [])]
     else:
-        outputs = [(topic, records, args.partition_by)]
+        outputs = [(topic, topic_stream(spark, args, topic, client), args.partition_by)]
     queries = []
     for name, frame, partition_by in outputs:
         table = warehouse / name
@@ -279,19 +336,25 @@ def run(args: argparse.Namespace) -> int:
                 if name.startswith(REJECTED):
                     return
                 for source in progress.sources:
-                    if not source.endOffset:
+                    end = source_offsets(source.endOffset)
+                    if end is None:
                         continue
-                    end = from_json_offsets(json.loads(source.endOffset))
-                    latest = from_json_offsets(json.loads(source.latestOffset or "{}"))
-                    lag = sum(max(latest.get(tp, o) - o, 0) for tp, o in end.items())
+                    start = source_offsets(source.startOffset) or {}
+                    # None when the batch was planned by an earlier run: this run never
+                    # asked for the latest offsets, so ask the cluster.
+                    latest = source_offsets(source.latestOffset)
+                    if latest is None:
+                        ends = group.end_offsets([TopicPartition(*tp) for tp in end])
+                        latest = by_tp(ends)
                     totals[name] = totals.get(name, 0) + progress.numInputRows
                     commit_group(group, end)
                     print(
-                        f"gregor-etl: {name}: batch {progress.batchId}: "
-                        f"{progress.numInputRows} records, {totals[name]} this run, "
-                        f"lag {lag}",
+                        progress_line(
+                            name, progress.batchId, progress.numInputRows, totals[name],
+                            start, end, latest,
+                        ),
                         flush=True,
-                    )
+                    )  # fmt: skip
 
             def onQueryIdle(self, event: Any) -> None:
                 pass

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from gregor.protocol.errors import UnknownTopicOrPartitionError
 from gregor.spark.options import (
@@ -53,6 +53,18 @@ class OffsetRange:
     @property
     def size(self) -> int:
         return self.end - self.start
+
+
+class TopicPartitionLike(Protocol):
+    """gregor-client's TopicPartition, as far as planning cares."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+
+
+_TopicPartition = TypeVar("_TopicPartition", bound=TopicPartitionLike)
 
 
 class OffsetLookup(Protocol):
@@ -246,3 +258,8 @@ def to_json_offsets(offsets: Mapping[TP, int]) -> dict[str, dict[str, int]]:
 
 def from_json_offsets(offsets: Mapping[str, Mapping[str, int]]) -> dict[TP, int]:
     return {(t, int(p)): o for t, ps in offsets.items() for p, o in ps.items()}
+
+
+def by_tp(offsets: Mapping[_TopicPartition, int]) -> dict[TP, int]:
+    """gregor-client's {TopicPartition: offset} as planning's {(topic, partition): offset}."""
+    return {(tp.topic, tp.partition): o for tp, o in offsets.items()}

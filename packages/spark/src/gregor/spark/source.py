@@ -89,10 +89,10 @@ class ClusterLookup:
         return self.consumer.list_topics()
 
     def earliest(self, tps: Sequence[TP]) -> dict[TP, int]:
-        return _plain(self.consumer.beginning_offsets([TopicPartition(*tp) for tp in tps]))
+        return planning.by_tp(self.consumer.beginning_offsets([TopicPartition(*tp) for tp in tps]))
 
     def latest(self, tps: Sequence[TP]) -> dict[TP, int]:
-        return _plain(self.consumer.end_offsets([TopicPartition(*tp) for tp in tps]))
+        return planning.by_tp(self.consumer.end_offsets([TopicPartition(*tp) for tp in tps]))
 
     def for_times(self, timestamps: Mapping[TP, int]) -> dict[TP, int | None]:
         found = self.consumer.offsets_for_times(
@@ -101,10 +101,6 @@ class ClusterLookup:
         return {
             (tp.topic, tp.partition): None if o is None else o.offset for tp, o in found.items()
         }
-
-
-def _plain(offsets: Mapping[TopicPartition, int]) -> dict[TP, int]:
-    return {(tp.topic, tp.partition): o for tp, o in offsets.items()}
 
 
 def _read(options: ReadOptions, r: OffsetRange) -> Iterator[pa.RecordBatch]:
