@@ -194,42 +194,14 @@ class NetnsTopology:
             broker.wait_ready(timeout)
 
     def _zookeeper(self, host: Host) -> ZooKeeper:
-        ports = self.topology.ports
-        members = self.topology.hosts_of(host.datacenter, "zookeeper")
-        ensemble = {
-            m.id: f"{m.name}:{ports.zookeeper_peer}:{ports.zookeeper_election}"
-            for m in members
-            if m.id is not None
-        }
-        server = ZooKeeper(
-            self.directory / host.name,
-            ports.zookeeper,
-            str(host.address),
-            server_id=host.id,
-            ensemble=ensemble if len(members) > 1 else None,
-            namespace=self.namespace(host.name),
-        )
+        server = zookeeper_for(self.topology, host, self.directory / host.name, str(host.address))
+        server.namespace = self.namespace(host.name)
         self.processes[host.name] = server
         return server
 
     def _broker(self, host: Host) -> BrokerProcess:
-        assert host.id is not None and host.rack is not None
-        port = self.topology.ports.broker
-        replicas = min(3, len(self.topology.hosts_of(host.datacenter, "broker")))
-        broker = BrokerProcess(
-            host.id,
-            self.directory / host.name,
-            self.topology.zookeeper_connect(host.datacenter),
-            port=port,
-            host=str(host.address),
-            properties={
-                # Clients anywhere in the topology reach it by its hostname.
-                "advertised.listeners": f"PLAINTEXT://{host.name}:{port}",
-                "broker.rack": host.rack,
-                "offsets.topic.replication.factor": str(replicas),
-            },
-            namespace=self.namespace(host.name),
-        )
+        broker = broker_for(self.topology, host, self.directory / host.name, str(host.address))
+        broker.namespace = self.namespace(host.name)
         self.processes[host.name] = broker
         return broker
 
@@ -250,6 +222,46 @@ class NetnsTopology:
                 namespaces.call_in(namespace, api_versions, address, ports.broker, 1.0) is not None
             )
         return HostStatus(host, namespace, exists, pids, serving)
+
+
+def zookeeper_for(topology: Topology, host: Host, directory: Path, bind: str) -> ZooKeeper:
+    """The ZooKeeper of a `zookeeper` host, listening on `bind`, keeping its data in
+    `directory`: a member of its datacenter's ensemble (alone if it is the only one)."""
+    ports = topology.ports
+    members = topology.hosts_of(host.datacenter, "zookeeper")
+    ensemble = {
+        m.id: f"{m.name}:{ports.zookeeper_peer}:{ports.zookeeper_election}"
+        for m in members
+        if m.id is not None
+    }
+    return ZooKeeper(
+        directory,
+        ports.zookeeper,
+        bind,
+        server_id=host.id,
+        ensemble=ensemble if len(members) > 1 else None,
+    )
+
+
+def broker_for(topology: Topology, host: Host, directory: Path, bind: str) -> BrokerProcess:
+    """The broker of a `broker` host, listening on `bind`, advertising its hostname,
+    keeping its data in `directory`."""
+    assert host.id is not None and host.rack is not None
+    port = topology.ports.broker
+    replicas = min(3, len(topology.hosts_of(host.datacenter, "broker")))
+    return BrokerProcess(
+        host.id,
+        directory,
+        topology.zookeeper_connect(host.datacenter),
+        port=port,
+        host=bind,
+        properties={
+            # Clients anywhere in the topology reach it by its hostname.
+            "advertised.listeners": f"PLAINTEXT://{host.name}:{port}",
+            "broker.rack": host.rack,
+            "offsets.topic.replication.factor": str(replicas),
+        },
+    )
 
 
 def _enable_forwarding() -> None:

@@ -61,13 +61,15 @@ class ZooKeeper(Supervised):
         """The `zookeeper.connect` string for this server."""
         return f"{self.host}:{self.port}"
 
-    def write_config(self) -> Path:
-        data = self.directory / "data"
-        data.mkdir(parents=True, exist_ok=True)
-        config = self.directory / "zoo.cfg"
+    @property
+    def data_dir(self) -> Path:
+        return self.directory / "data"
+
+    def settings(self) -> list[str]:
+        """The lines of its `zoo.cfg`."""
         settings = [
             "tickTime=500",
-            f"dataDir={data}",
+            f"dataDir={self.data_dir}",
             f"clientPort={self.port}",
             f"clientPortAddress={self.host}",
             "minSessionTimeout=1000",
@@ -80,8 +82,14 @@ class ZooKeeper(Supervised):
             # A follower has 5 s to connect and sync with the leader, then 2.5 s per sync.
             settings += ["initLimit=10", "syncLimit=5"]
             settings += [f"server.{n}={address}" for n, address in sorted(self.ensemble.items())]
-            (data / "myid").write_text(f"{self.server_id}\n")
-        config.write_text("\n".join(settings) + "\n")
+        return settings
+
+    def write_config(self) -> Path:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.ensemble:
+            (self.data_dir / "myid").write_text(f"{self.server_id}\n")
+        config = self.directory / "zoo.cfg"
+        config.write_text("\n".join(self.settings()) + "\n")
         return config
 
     def launch(self) -> None:
