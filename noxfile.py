@@ -35,7 +35,13 @@ TEST_DEPS = [
     "kio>=0.6",
     "xxhash>=3",  # kafka-python needs it to write the old lz4 frames of magic 0
     "build>=1.2",  # PyPA's builder: the packaging tests build sdists and wheels as users do
+    "pyyaml>=6",  # reads infra/compose/docker-compose.yml as Compose does
+    "jsonschema>=4.18",  # validates it against the Compose specification's schema
 ]
+# The Compose specification's JSON schema, for tests/topology/test_compose.py: docker-compose
+# 1.29.2 ships it (compose/config/compose_spec.json, Apache-2.0); installed without its
+# dependencies, which it needs to run but not for that file.
+COMPOSE_SCHEMA = "docker-compose==1.29.2"
 LINT_DEPS = ["ruff>=0.6"]
 TYPE_DEPS = ["mypy>=1.10", "types-setuptools"]  # setuptools: for the build helpers
 
@@ -85,10 +91,16 @@ def pytest(session: nox.Session, *paths: str, env: dict[str, str] | None = None)
     session.run("pytest", *present, *session.posargs, env=env)
 
 
+def install_suite(session: nox.Session) -> None:
+    """What the whole suite (every package's tests and tests/) needs."""
+    install(session, *PACKAGES, extra=[*LAUNCHER, *TEST_DEPS])
+    session.install("--no-deps", COMPOSE_SCHEMA)
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
     """Every package's unit tests, then the cross-package suites in tests/."""
-    install(session, *PACKAGES, extra=[*LAUNCHER, *TEST_DEPS])
+    install_suite(session)
     pytest(session, *[f"packages/{name}/tests" for name in PACKAGES], "tests")
 
 
@@ -114,7 +126,7 @@ def unit_pure(session: nox.Session) -> None:
 @nox.session
 def tests_pure(session: nox.Session) -> None:
     """The whole suite of `tests` on the pure-Python references (GREGOR_NO_EXTENSIONS=1)."""
-    install(session, *PACKAGES, extra=[*LAUNCHER, *TEST_DEPS])
+    install_suite(session)
     pytest(session, *[f"packages/{name}/tests" for name in PACKAGES], "tests", env=NO_EXTENSIONS)
 
 
@@ -168,6 +180,14 @@ def topology(session: nox.Session) -> None:
     session.run(
         "python", "-m", "gregor.devcluster.netns_cli", *session.posargs, interrupt_timeout=120
     )
+
+
+@nox.session
+def compose(session: nox.Session) -> None:
+    """Regenerate infra/compose (docker-compose.yml and each host's config) from
+    infra/topology.toml; a test fails while they differ."""
+    install(session, *PACKAGES, extra=LAUNCHER)
+    session.run("python", "-m", "gregor.devcluster.compose", *session.posargs)
 
 
 @nox.session

@@ -1,0 +1,158 @@
+"""The deployment as a docker-compose project, generated from its description
+(`infra/topology.toml`): `infra/compose/docker-compose.yml` and each host's config file
+under `infra/compose/config/<host>/`, made by the same code that configures the namespace
+topology's processes (`zookeeper_for`, `broker_for`), so both say the same.
+
+`nox -s compose` (`python -m gregor.devcluster.compose`) rewrites them; a test fails when
+the committed files differ from what the description generates, or break the Compose
+specification's schema.
+Each datacenter is a network of its own with the description's subnet and addresses; the
+mirrors also join the other datacenter's network, their only way across (Compose has no
+router between networks, which the namespace topology's gateways are).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from gregor.devcluster.netns import broker_for, zookeeper_for
+from gregor.devcluster.topology import Host, Topology, load
+from gregor.storage.checkpoints import format_properties
+
+DATA = Path("/var/lib/gregor")  # each container's volume
+CONFIG = Path("/etc/gregor")  # where its config file is mounted
+CONFIG_FILES = {"zookeeper": "zoo.cfg", "broker": "server.properties", "mirror": "mm2.properties"}
+HEADER = "# Generated from infra/topology.toml by `nox -s compose`: edit that, not this.\n"
+
+
+def config_file(topology: Topology, host: Host) -> str | None:
+    """The content of a host's config file (None: the host has none)."""
+    if host.service == "zookeeper":
+        server = zookeeper_for(topology, host, DATA, "0.0.0.0")
+        # The container cannot be given its myid as a file: its data volume starts empty.
+        return "\n".join(["quorumListenOnAllIPs=true", *server.settings()]) + "\n"
+    if host.service == "broker":
+        broker = broker_for(topology, host, DATA, "0.0.0.0")
+        return format_properties(broker.properties(), "generated from infra/topology.toml")
+    if host.service == "mirror":
+        assert host.source is not None
+        source, target = host.source, host.datacenter
+        return format_properties(
+            {
+                "clusters": f"{source}, {target}",
+                f"{source}.bootstrap.servers": topology.bootstrap_servers(source),
+                f"{target}.bootstrap.servers": topology.bootstrap_servers(target),
+                f"{source}->{target}.enabled": "true",
+                f"{source}->{target}.topics": ".*",
+            },
+            "generated from infra/topology.toml",
+        )
+    return None
+
+
+def _command(topology: Topology, host: Host) -> list[str] | None:
+    config = str(CONFIG / CONFIG_FILES.get(host.service, ""))
+    if host.service == "broker":
+        return ["gregor-broker", config]
+    if host.service == "mirror":
+        return ["gregor-mirror", config, "--clusters", host.datacenter]
+    return None  # the image's own: ZooKeeper's start script, an idle client or ETL host
+
+
+def compose(topology: Topology) -> dict[str, Any]:
+    """The docker-compose project, as the YAML file's data."""
+    services: dict[str, Any] = {}
+    configs: dict[str, Any] = {}
+    volumes: dict[str, Any] = {}
+    for host in topology.hosts.values():
+        service: dict[str, Any] = {
+            "build": {"context": "../..", "dockerfile": f"infra/compose/{host.service}.Dockerfile"},
+            "image": f"gregor-{host.service}",
+            "hostname": host.name,
+            "networks": {host.datacenter: {"ipv4_address": str(host.address)}},
+        }
+        if host.source is not None:
+            service["networks"][host.source] = {}
+        if host.service == "zookeeper" and host.id is not None:
+            service["environment"] = {"ZOO_MY_ID": str(host.id)}
+        if host.service in ("zookeeper", "broker"):
+            volumes[host.name] = {}
+            service["volumes"] = [f"{host.name}:{DATA}"]
+        if host.service in CONFIG_FILES:
+            configs[host.name] = {"file": f"./config/{host.name}/{CONFIG_FILES[host.service]}"}
+            target = str(CONFIG / CONFIG_FILES[host.service])
+            service["configs"] = [{"source": host.name, "target": target}]
+        if host.service == "broker":
+            service["depends_on"] = [
+                h.name for h in topology.hosts_of(host.datacenter, "zookeeper")
+            ]
+        command = _command(topology, host)
+        if command is not None:
+            service["command"] = command
+        services[host.name] = service
+    networks = {
+        name: {"ipam": {"config": [{"subnet": str(dc.subnet), "gateway": str(dc.gateway)}]}}
+        for name, dc in topology.datacenters.items()
+    }
+    return {
+        "services": services,
+        "networks": networks,
+        "volumes": volumes,
+        "configs": configs,
+    }
+
+
+def to_yaml(value: Any, indent: int = 0) -> str:
+    """YAML for the compose file's data: maps, lists and scalars, every string quoted (a
+    JSON string is a YAML one), so no value is read as another type."""
+    pad = "  " * indent
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        lines = []
+        for key, item in value.items():
+            nested = isinstance(item, dict | list) and bool(item)
+            text = to_yaml(item, indent + 1)
+            lines.append(f"{pad}{key}:\n{text}" if nested else f"{pad}{key}: {text}")
+        return "\n".join(lines)
+    if isinstance(value, list):
+        if not value:
+            return "[]"
+        items = []
+        for item in value:
+            text = to_yaml(item, indent + 1)
+            items.append(f"{pad}- {text.lstrip()}" if isinstance(item, dict) else f"{pad}- {text}")
+        return "\n".join(items)
+    return json.dumps(value)
+
+
+def generate(topology: Topology) -> dict[str, str]:
+    """Every generated file, by its path under infra/compose."""
+    files = {"docker-compose.yml": HEADER + to_yaml(compose(topology)) + "\n"}
+    for host in topology.hosts.values():
+        content = config_file(topology, host)
+        if content is not None:
+            files[f"config/{host.name}/{CONFIG_FILES[host.service]}"] = content
+    return files
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gregor.devcluster.compose")
+    parser.add_argument("--description", default="infra/topology.toml")
+    parser.add_argument("--out", default="infra/compose")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    for path, content in generate(load(Path(args.description))).items():
+        (out / path).parent.mkdir(parents=True, exist_ok=True)
+        (out / path).write_text(content)
+        print(out / path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
