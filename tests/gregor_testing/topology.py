@@ -74,7 +74,7 @@ def leftovers(topology: NetnsTopology) -> list[str]:
             args = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        if str(topology.directory) in args and namespaces.alive(int(proc.name)):
+        if f"{topology.directory}/" in args and namespaces.alive(int(proc.name)):
             found.append(f"process {proc.name}: {args}")
     if topology.state_path.exists():
         found.append(str(topology.state_path))
