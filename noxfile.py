@@ -116,6 +116,16 @@ def interop(session: nox.Session) -> None:
 
 
 @nox.session
+def kafkajs_stress(session: nox.Session) -> None:
+    """100 new KafkaJS consumer groups on fresh topics, each reading all its records (the
+    issue 10 stall's hunt; the default run does 4): GREGOR_KAFKAJS_STRESS iterations."""
+    install(session, *PACKAGES, extra=[*LAUNCHER, *TEST_DEPS])
+    env = {"GREGOR_KAFKAJS_STRESS": os.environ.get("GREGOR_KAFKAJS_STRESS", "100")}
+    test = "tests/interop/test_kafkajs_stress.py"
+    session.run("pytest", test, "-s", "--timeout=10800", *session.posargs, env=env)
+
+
+@nox.session
 def unit_pure(session: nox.Session) -> None:
     """Every package's unit tests on the pure-Python references (GREGOR_NO_EXTENSIONS=1), so
     that the references of the C twins cannot rot (in the default run)."""
