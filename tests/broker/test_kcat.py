@@ -1,4 +1,5 @@
-"""kcat (librdkafka's command-line client) against a real three-broker cluster."""
+"""kcat (librdkafka's command-line client) against a real three-broker cluster, with
+Debian's librdkafka and (`new`) with the current one that confluent-kafka bundles."""
 
 from __future__ import annotations
 
@@ -9,19 +10,24 @@ import pytest
 
 from gregor.devcluster import LocalCluster
 from gregor_testing.cluster import create_topic, unique_topic
+from gregor_testing.matrix import kcat_env
 
 pytestmark = pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 
-def kcat(cluster: LocalCluster, *args: str, stdin: bytes | None = None) -> str:
+def kcat(cluster: LocalCluster, *args: str, stdin: bytes | None = None, new: bool = False) -> str:
+    env = kcat_env(new=new)
+    if env is None:
+        pytest.skip("no current librdkafka to run kcat with (confluent-kafka's)")
     done = subprocess.run(
         ["kcat", "-b", cluster.bootstrap_servers, *args],
         input=stdin,
         capture_output=True,
         timeout=60,
         check=False,
+        env=env,
     )
     assert done.returncode == 0, done.stderr.decode(errors="replace")
     return done.stdout.decode()
@@ -41,9 +47,17 @@ def test_list_shows_brokers_topics_and_leaders(shared_cluster: LocalCluster) -> 
         )
 
 
-@pytest.mark.interop("kcat", "fetch")
+@pytest.mark.parametrize(
+    "new",
+    [
+        pytest.param(False, marks=pytest.mark.interop("kcat", "fetch"), id="kcat"),
+        pytest.param(True, marks=pytest.mark.interop("kcat-new", "fetch"), id="kcat-new"),
+    ],
+)
 @pytest.mark.parametrize("codec", CODECS)
-def test_produce_and_consume_with_every_codec(shared_cluster: LocalCluster, codec: str) -> None:
+def test_produce_and_consume_with_every_codec(
+    shared_cluster: LocalCluster, codec: str, new: bool
+) -> None:
     topic = unique_topic(f"kcat-{codec}")
     create_topic(shared_cluster, topic, partitions=1, replication_factor=3)
     values = [f"{codec}-record-{i}-" + "x" * (i % 50) for i in range(500)]
@@ -61,9 +75,13 @@ def test_produce_and_consume_with_every_codec(shared_cluster: LocalCluster, code
         "-X",
         "acks=all",
         stdin="".join(f"key{i}:{v}\n" for i, v in enumerate(values)).encode(),
+        new=new,
     )
-    out = kcat(
-        shared_cluster, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-f", "%o|%k|%s\n"
-    )
+    out = kcat(shared_cluster, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e",
+               "-f", "%o|%k|%s\n", new=new)  # fmt: skip
     lines = out.splitlines()
     assert lines == [f"{i}|key{i}|{v}" for i, v in enumerate(values)]
+    # From an offset inside a batch.
+    tail = kcat(shared_cluster, "-C", "-t", topic, "-p", "0", "-o", "321", "-e", "-f", "%o|%s\n",
+                new=new)  # fmt: skip
+    assert tail.splitlines() == [f"{i}|{v}" for i, v in enumerate(values) if i >= 321]
