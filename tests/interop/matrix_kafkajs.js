@@ -5,9 +5,11 @@
 //         "leaders": {partition: leader}, "matched": [values read by a regex subscription]}
 //   node matrix_kafkajs.js produce BROKERS TOPIC CODEC RECORDS_JSON
 //     RECORDS_JSON: [[key_b64|null, value_b64, [[name, value_b64], ...], timestamp], ...]
+//   node matrix_kafkajs.js admin BROKERS TOPIC GROUP
+//     -> what kafka.admin() saw at each step (see `admin`)
 'use strict'
 
-const { Kafka, CompressionTypes, logLevel } = require('kafkajs')
+const { Kafka, CompressionTypes, ConfigResourceTypes, logLevel } = require('kafkajs')
 
 const CODECS = { none: CompressionTypes.None, gzip: CompressionTypes.GZIP }
 
@@ -74,6 +76,79 @@ async function transaction(kafka, topic) {
   return {}
 }
 
+// kafka.admin() through what it has: create a topic with configs, create partitions,
+// describe and alter configs, delete records, list and describe a live group (a consumer of
+// its own), delete the group once empty, delete the topic.
+async function admin(kafka, topic, groupId) {
+  const out = {}
+  const admin = kafka.admin()
+  await admin.connect()
+  const retention = async () => {
+    const { resources } = await admin.describeConfigs({
+      resources: [{ type: ConfigResourceTypes.TOPIC, name: topic, configNames: ['retention.ms', 'cleanup.policy'] }],
+      includeSynonyms: false,
+    })
+    return Object.fromEntries(resources[0].configEntries.map(e => [e.configName, e.configValue]))
+  }
+  out.created = await admin.createTopics({
+    topics: [{ topic, numPartitions: 2, replicationFactor: 3, configEntries: [{ name: 'retention.ms', value: '3600000' }] }],
+    waitForLeaders: true,
+  })
+  out.configsCreated = await retention()
+  await admin.createPartitions({ topicPartitions: [{ topic, count: 4 }] })
+  const partitionCount = async () => (await admin.fetchTopicMetadata({ topics: [topic] })).topics[0].partitions.length
+  out.partitions = await partitionCount()
+  await admin.alterConfigs({
+    validateOnly: false,
+    resources: [{ type: ConfigResourceTypes.TOPIC, name: topic, configEntries: [{ name: 'retention.ms', value: '7200000' }] }],
+  })
+  out.configsAltered = await retention()
+
+  const producer = kafka.producer({ allowAutoTopicCreation: false })
+  await producer.connect()
+  const messages = []
+  for (let i = 0; i < 10; i++) messages.push({ partition: 0, value: `r${i}` })
+  await producer.send({ topic, acks: -1, messages })
+  await producer.disconnect()
+  await admin.deleteTopicRecords({ topic, partitions: [{ partition: 0, offset: '6' }] })
+  out.offsetsAfterDelete = (await admin.fetchTopicOffsets(topic))
+    .filter(p => p.partition === 0)
+    .map(p => [Number(p.low), Number(p.high)])[0]
+
+  const consumer = kafka.consumer({ groupId, sessionTimeout: 10000, heartbeatInterval: 500 })
+  await consumer.connect()
+  await consumer.subscribe({ topic, fromBeginning: true })
+  const read = []
+  let allRead
+  const done = new Promise(resolve => { allRead = resolve })
+  await consumer.run({
+    eachMessage: async ({ partition, message }) => {
+      read.push([partition, Number(message.offset)])
+      if (read.length >= 4) allRead()
+    },
+  })
+  await done
+  await consumer.commitOffsets([{ topic, partition: 0, offset: '10' }])
+  out.read = read
+  out.listed = (await admin.listGroups()).groups.filter(g => g.groupId === groupId)
+  const described = (await admin.describeGroups([groupId])).groups[0]
+  out.described = {
+    state: described.state,
+    protocolType: described.protocolType,
+    protocol: described.protocol,
+    members: described.members.length,
+  }
+  await consumer.disconnect()
+  out.committed = (await admin.fetchOffsets({ groupId, topics: [topic] }))[0].partitions
+    .filter(p => p.partition === 0).map(p => Number(p.offset))
+  out.deletedGroups = (await admin.deleteGroups([groupId])).map(g => [g.groupId, g.errorCode])
+  out.groupsAfter = (await admin.listGroups()).groups.filter(g => g.groupId === groupId)
+  await admin.deleteTopics({ topics: [topic] })
+  out.topicsAfter = (await admin.listTopics()).filter(t => t === topic)
+  await admin.disconnect()
+  return out
+}
+
 async function main() {
   const [command, brokers, topic, ...rest] = process.argv.slice(2)
   const kafka = new Kafka({ clientId: 'gregor-matrix', brokers: brokers.split(','), logLevel: logLevel.WARN })
@@ -81,6 +156,7 @@ async function main() {
     metadata: () => metadata(kafka, topic, rest[0]),
     produce: () => produce(kafka, topic, rest[0], JSON.parse(require('fs').readFileSync(rest[1]))),
     transaction: () => transaction(kafka, topic),
+    admin: () => admin(kafka, topic, rest[0]),
   }
   const result = await commands[command]()
   process.stdout.write(JSON.stringify(result))

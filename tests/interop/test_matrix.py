@@ -5,6 +5,8 @@ tests/controller) do not already cover. See tests/gregor_testing/matrix.py for t
 - produce: 60 records per codec with null and empty keys, binary values, duplicate headers
   and explicit timestamps, read back byte for byte (kcat cannot set timestamps: it is
   checked for CreateTime; KafkaJS has no snappy, lz4 or zstd without plugins).
+- admin: aiokafka's and KafkaJS's admin clients, as far as each goes (the others' admin
+  cells are tests/controller and tests/groups).
 - idempotence: kcat's here; the other clients' is tests/broker/test_idempotence.py (two
   leader failovers). Transactions: one committed transaction per client, read back.
 """
@@ -431,6 +433,127 @@ def test_kafkajs_metadata(
         p: r[0] for p, r in assignment.items()
     }
     assert sorted(found["matched"]) == ["in 0", "in 1", "in 2"]
+
+
+# -- admin -----------------------------------------------------------------------------------
+
+
+def _configs(described: Any) -> dict[str, str]:
+    """name -> value of a DescribeConfigs response (aiokafka's raw response object)."""
+    [resource] = described.to_object()["resources"]
+    assert resource["error_code"] == 0, resource
+    return {e["config_names"]: e["config_value"] for e in resource["config_entries"]}
+
+
+@pytest.mark.interop("aiokafka", "admin")
+def test_aiokafka_admin(shared_cluster: LocalCluster) -> None:
+    """AIOKafkaAdminClient through what it has (no incremental alter configs, no deleting
+    groups): create a topic with configs, create partitions, describe and alter configs,
+    delete records, list and describe a live group and its offsets, delete the topic."""
+    from aiokafka.admin import NewPartitions, NewTopic, RecordsToDelete
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+    from aiokafka.structs import TopicPartition as AioTopicPartition
+
+    topic = unique_topic("m-aio-admin")
+    group = unique_topic("g-aio-admin")
+    wanted = ["retention.ms", "cleanup.policy"]
+
+    async def run() -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=shared_cluster.bootstrap_servers)
+        await admin.start()
+        resource = ConfigResource(ConfigResourceType.TOPIC, topic, dict.fromkeys(wanted))
+        try:
+            created = await admin.create_topics(
+                [NewTopic(topic, 2, 3, topic_configs={"retention.ms": "3600000"})]
+            )
+            assert [e[1] for e in created.topic_errors] == [0], created
+            [described] = await admin.describe_configs([resource])
+            assert _configs(described) == {"retention.ms": "3600000", "cleanup.policy": "delete"}
+            await admin.create_partitions({topic: NewPartitions(4)})
+            [meta] = await admin.describe_topics([topic])
+            assert len(meta["partitions"]) == 4
+            altered = ConfigResource(ConfigResourceType.TOPIC, topic, {"retention.ms": "7200000"})
+            [answer] = await admin.alter_configs([altered])
+            assert [r[0] for r in answer.resources] == [0], answer
+            [described] = await admin.describe_configs([resource])
+            assert _configs(described)["retention.ms"] == "7200000"
+
+            producer = AIOKafkaProducer(
+                bootstrap_servers=shared_cluster.bootstrap_servers, acks="all"
+            )  # records to delete must be below the high watermark
+            await producer.start()
+            try:
+                for i in range(10):
+                    await producer.send_and_wait(topic, b"r%d" % i, partition=0)
+            finally:
+                await producer.stop()
+            tp0 = AioTopicPartition(topic, 0)
+            assert await admin.delete_records({tp0: RecordsToDelete(6)}) == {tp0: 6}
+
+            consumer = AIOKafkaConsumer(
+                topic,
+                bootstrap_servers=shared_cluster.bootstrap_servers,
+                group_id=group,
+                auto_offset_reset="earliest",
+                enable_auto_commit=False,
+            )
+            await consumer.start()
+            try:
+                read: list[tuple[int, int]] = []
+                async with asyncio.timeout(60):
+                    while len(read) < 4:
+                        for records in (await consumer.getmany(timeout_ms=200)).values():
+                            read += [(r.partition, r.offset) for r in records]
+                assert sorted(read) == [(0, 6), (0, 7), (0, 8), (0, 9)]  # after the deleted
+                await consumer.commit({tp0: 10})
+                listed = await admin.list_consumer_groups()
+                assert [g for g in listed if g[0] == group] == [(group, "consumer")]
+                [groups] = await admin.describe_consumer_groups([group])
+                [state] = groups.to_object()["groups"]
+                assert (state["error_code"], state["state"], state["protocol_type"]) == (
+                    0,
+                    "Stable",
+                    "consumer",
+                )
+                assert len(state["members"]) == 1
+                offsets = await admin.list_consumer_group_offsets(group)
+                assert {tp: o.offset for tp, o in offsets.items()} == {tp0: 10}
+            finally:
+                await consumer.stop()
+            deleted = await admin.delete_topics([topic])
+            assert [e[1] for e in deleted.topic_error_codes] == [0], deleted
+            assert topic not in await admin.list_topics()
+        finally:
+            await admin.close()
+
+    asyncio.run(run())
+
+
+@pytest.mark.interop("kafkajs", "admin")
+@pytest.mark.skipif(NO_KAFKAJS, reason="KafkaJS is not installed")
+def test_kafkajs_admin(shared_cluster: LocalCluster) -> None:
+    """kafka.admin() through what it has (no incremental alter configs): see
+    matrix_kafkajs.js's `admin`."""
+    topic = unique_topic("m-js-admin")
+    group = unique_topic("g-js-admin")
+    seen = kafkajs("admin", shared_cluster, topic, group)
+    assert seen["created"] is True
+    assert seen["configsCreated"] == {"retention.ms": "3600000", "cleanup.policy": "delete"}
+    assert seen["partitions"] == 4
+    assert seen["configsAltered"]["retention.ms"] == "7200000"
+    assert seen["offsetsAfterDelete"] == [6, 10]
+    assert sorted(map(tuple, seen["read"])) == [(0, 6), (0, 7), (0, 8), (0, 9)]
+    assert seen["listed"] == [{"groupId": group, "protocolType": "consumer"}]
+    assert seen["described"] == {
+        "state": "Stable",
+        "protocolType": "consumer",
+        "protocol": "RoundRobinAssigner",
+        "members": 1,
+    }
+    assert seen["committed"] == [10]
+    assert seen["deletedGroups"] == [[group, 0]]
+    assert seen["groupsAfter"] == []
+    assert seen["topicsAfter"] == []
 
 
 # -- what Gregor cannot do yet, and what a client cannot do ----------------------------------
