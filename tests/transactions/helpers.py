@@ -88,3 +88,29 @@ def committed_offset(cluster: LocalCluster, group: str, topic: str, partition: i
         return int(found[0].offset)
     finally:
         consumer.close()
+
+
+def read_all_gregor(
+    cluster: LocalCluster, topic: str, partitions: int, isolation: str, timeout: float = 60.0
+) -> dict[int, list[bytes]]:
+    """As `read_all`, read by gregor-client's consumer."""
+    from gregor.client import Consumer
+    from gregor.client import TopicPartition as GTopicPartition
+
+    config = {
+        "bootstrap.servers": cluster.bootstrap_servers,
+        "isolation.level": isolation,
+        "auto.offset.reset": "earliest",
+    }
+    with Consumer(config) as consumer:
+        tps = [GTopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        ends = consumer.end_offsets(tps)
+        out: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+        deadline = time.monotonic() + timeout
+        while any(consumer.position(tp) < ends[tp] for tp in tps):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reading {topic} ({isolation}) timed out")
+            for record in consumer.consume(500, timeout=0.2):
+                out[record.partition].append(record.value)
+        return out

@@ -16,6 +16,7 @@ from gregor.client.consumer.aio import AsyncConsumer
 from gregor.client.producer import Producer, RecordFuture
 from gregor.client.producer.aio import AsyncProducer
 from gregor.client.types import (
+    ConsumerGroupMetadata,
     OffsetAndMetadata,
     OffsetAndTimestamp,
     RecordMetadata,
@@ -29,6 +30,7 @@ __all__ = [
     "AsyncProducer",
     "ConfigError",
     "Consumer",
+    "ConsumerGroupMetadata",
     "ConsumerRecord",
     "NewTopic",
     "OffsetAndMetadata",

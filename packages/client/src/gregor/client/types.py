@@ -24,6 +24,16 @@ class OffsetAndMetadata(NamedTuple):
     leader_epoch: int | None = None
 
 
+class ConsumerGroupMetadata(NamedTuple):
+    """A consumer's group membership, for send_offsets_to_transaction: the coordinator
+    refuses offsets from a generation that is gone (a zombie after a rebalance)."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
 class RecordMetadata(NamedTuple):
     """Where a produced record was written."""
 

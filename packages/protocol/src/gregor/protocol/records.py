@@ -756,6 +756,17 @@ class BatchBuilder:
     def __len__(self) -> int:
         return self._count
 
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self._attributes & _TRANSACTIONAL_BIT)
+
+    @is_transactional.setter
+    def is_transactional(self, value: bool) -> None:
+        """Set by a producer once it knows the batch belongs to a transaction."""
+        self._attributes = (self._attributes & ~_TRANSACTIONAL_BIT) | (
+            _TRANSACTIONAL_BIT if value else 0
+        )
+
     def append(
         self,
         value: bytes | None,

@@ -9,7 +9,7 @@ from typing import Any
 from gregor.client.config import ConsumerConfig
 from gregor.client.consumer.core import ConsumerCore, split_callbacks
 from gregor.client.consumer.subscription import ResetStrategy
-from gregor.client.types import TopicPartition
+from gregor.client.types import ConsumerGroupMetadata, TopicPartition
 
 
 class ConsumerBase:
@@ -37,6 +37,11 @@ class ConsumerBase:
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
         """Read exactly these partitions, without group management."""
         self._core.assign(TopicPartition(*tp) for tp in partitions)
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """This member's group, generation and member id, for a transactional producer's
+        send_offsets_to_transaction (which the coordinator refuses for a stale generation)."""
+        return self._core.group_metadata()
 
     def assignment(self) -> list[TopicPartition]:
         return sorted(self._core.subscriptions.assigned())

@@ -42,6 +42,7 @@ from gregor.client.network import NetworkClient
 from gregor.client.offsets import EARLIEST, LATEST, list_offsets
 from gregor.client.serialization import deserializer
 from gregor.client.types import (
+    ConsumerGroupMetadata,
     OffsetAndMetadata,
     OffsetAndTimestamp,
     TopicPartition,
@@ -414,6 +415,13 @@ class ConsumerCore:
         if self.coordinator is None:
             raise InvalidGroupIdError(f"{what} needs a group.id")
         return self.coordinator
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        coordinator = self._group("group_metadata()")
+        generation, member_id = coordinator.generation_info
+        return ConsumerGroupMetadata(
+            coordinator.group_id, generation, member_id, coordinator.instance_id
+        )
 
     async def commit_offsets(
         self,

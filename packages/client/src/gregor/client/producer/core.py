@@ -25,7 +25,7 @@ from gregor.client.producer.batch import DeliveryCallback, RecordFuture
 from gregor.client.producer.sender import Sender
 from gregor.client.producer.transactions import TransactionManager
 from gregor.client.serialization import serializer
-from gregor.client.types import OffsetAndMetadata, TopicPartition, as_offsets
+from gregor.client.types import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition, as_offsets
 from gregor.client.wakeup import Wakeup
 from gregor.protocol.errors import KafkaError, UnknownTopicOrPartitionError
 from gregor.protocol.native import native_function
@@ -192,25 +192,33 @@ class ProducerCore:
     async def init_transactions(self) -> None:
         """Get the producer id and epoch of this transactional.id (fencing older ones)."""
         await self.transactions.init_transactions()
+        # The broker orders a partition's numbered batches: several may fly.
+        self.accumulator.max_in_flight_per_partition = (
+            self.config.max_in_flight_requests_per_connection
+        )
 
     async def send_offsets_to_transaction(
         self,
         offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
-        group_id: str,
-        generation_id: int = -1,
-        member_id: str = "",
-        group_instance_id: str | None = None,
+        group_metadata: ConsumerGroupMetadata | str,
     ) -> None:
-        """Commit consumed offsets as part of the transaction (read-process-write)."""
-        await self.transactions.send_offsets(
-            as_offsets(offsets), group_id, generation_id, member_id, group_instance_id
-        )
+        """Commit consumed offsets as part of the transaction (read-process-write), for the
+        consumer's `group_metadata()` (a bare group id skips the generation check)."""
+        if isinstance(group_metadata, str):
+            group_metadata = ConsumerGroupMetadata(group_metadata)
+        await self.transactions.send_offsets(as_offsets(offsets), group_metadata)
 
     async def commit_transaction(self) -> None:
+        """Send what is queued, then commit; raises TransactionAbortableError when a record
+        (or the offsets) could not join the transaction."""
+        self.transactions.check_commit()
         await self.flush()
         await self.transactions.end(True)
 
     async def abort_transaction(self) -> None:
+        """Abort: what is queued is still sent (it is never read as committed), then the
+        coordinator writes the abort markers."""
+        self.transactions.abort_started()
         await self.flush()
         await self.transactions.end(False)
 

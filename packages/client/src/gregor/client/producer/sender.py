@@ -192,11 +192,13 @@ class Sender:
         transactions = self.transactions
         if not transactions.idempotent or transactions.producer_id < 0:
             return
+        transactional = transactions.transactional_id is not None
         for batch in batches:
             if batch.base_sequence < 0:
                 batch.producer_id = transactions.producer_id
                 batch.producer_epoch = transactions.producer_epoch
                 batch.base_sequence = transactions.next_sequence(batch.tp, batch.count)
+                batch.builder.is_transactional = transactional
 
     async def _send(self, node: int, batches: list[ProducerBatch], cluster: Cluster) -> None:
         where = str(cluster.broker(node) or f"broker {node}")
@@ -228,8 +230,7 @@ class Sender:
             topic_data=[TopicProduceData(t, ps) for t, ps in topics.items()],
         )
         try:
-            if self.transactions.in_transaction:
-                await self.transactions.add_partitions(by_partition)
+            await self.transactions.add_partitions(by_partition)  # (if transactional)
             connection = await self.client.connect(node)
             version = connection.version_for(ProduceRequest, min_version=MIN_PRODUCE_VERSION)
             if self.acks == 0:
@@ -351,6 +352,8 @@ class Sender:
     ) -> None:
         if batch.base_sequence >= 0:
             self.transactions.resolved(batch.tp, batch.base_sequence, batch.count)
+        if error is not None:
+            self.transactions.batch_failed(error, batch.base_sequence >= 0)
         batch.complete(base_offset, log_append_time, error, record_errors)
         self.accumulator.completed([batch])
         if self.delivered is not None and batch.callbacks:
