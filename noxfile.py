@@ -242,6 +242,15 @@ def bench_broker(session: nox.Session) -> None:
 
 
 @nox.session
+def bench_transactions(session: nox.Session) -> None:
+    """Transactions of 1,000 records (acks=all, 3 brokers, RF=3) as a ratio to the same
+    producer idempotent only: confluent-kafka, then gregor-client (--records N, --clients C,
+    --rounds R, --only confluent|gregor)."""
+    install(session, *PACKAGES, extra=[*LAUNCHER, "confluent-kafka>=2.4", "kazoo>=2.9"])
+    session.run("python", "bench/bench_transactions.py", *session.posargs)
+
+
+@nox.session
 def fuzz_protocol(session: nox.Session) -> None:
     """Long fuzzing and round trips of every Kafka message (GREGOR_FUZZ_SCALE, default 50)."""
     # Every package: the root conftest loads the shared cluster fixtures.
