@@ -17,11 +17,19 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import ssl
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Self, TypeVar
 
 import attrs
 
+from gregor.client.security import (
+    SASL_MECHANISMS,
+    ClientSecurity,
+    SaslCredentials,
+    client_ssl_context,
+    parse_jaas,
+)
 from gregor.protocol import compression
 from gregor.protocol.errors import UnsupportedCompressionTypeError
 
@@ -179,6 +187,24 @@ def read_any(value: Any) -> Any:
     return value
 
 
+SECURITY_PROTOCOLS = ("plaintext", "ssl", "sasl_plaintext", "sasl_ssl")
+MECHANISMS = ", ".join(SASL_MECHANISMS)
+
+
+def read_sasl_mechanism(value: Any) -> str:
+    if isinstance(value, str) and value.strip().upper() in (*SASL_MECHANISMS, "GSSAPI"):
+        return value.strip().upper()
+    raise ValueError(f"must be one of {MECHANISMS}")
+
+
+# The Java client's names (and librdkafka's older ones) for the same settings.
+ALIASES = {
+    "ssl.truststore.location": "ssl.ca.location",
+    "ssl.keystore.location": "ssl.certificate.location",
+    "sasl.mechanisms": "sasl.mechanism",
+}
+
+
 @attrs.frozen
 class Setting:
     """What the table knows of one property: its Kafka name and how to read a value."""
@@ -259,9 +285,53 @@ class ClientConfig:
         "receive.buffer.bytes", 65_536, read_int(-1), "SO_RCVBUF (-1: the OS default)"
     )
     security_protocol: str = setting(
-        "security.protocol", "plaintext", read_choice("plaintext", "ssl"), "plaintext or ssl"
+        "security.protocol",
+        "plaintext",
+        read_choice(*SECURITY_PROTOCOLS),
+        "plaintext, ssl, sasl_plaintext or sasl_ssl",
     )
-    ssl_context: Any = setting("ssl.context", None, read_any, "an ssl.SSLContext for SSL")  # noqa: RUF009
+    ssl_context: Any = setting(  # noqa: RUF009
+        "ssl.context", None, read_any, "a ready ssl.SSLContext (instead of the ssl.* files)"
+    )
+    ssl_ca_location: str | None = setting(
+        "ssl.ca.location", None, read_optional_str, "PEM file of the CAs that sign the brokers"
+    )
+    ssl_certificate_location: str | None = setting(
+        "ssl.certificate.location",
+        None,
+        read_optional_str,
+        "PEM file of this client's certificate (and key) for mutual TLS",
+    )
+    ssl_key_location: str | None = setting(
+        "ssl.key.location", None, read_optional_str, "PEM file of the certificate's private key"
+    )
+    ssl_key_password: str | None = setting(
+        "ssl.key.password", None, read_optional_str, "the private key's password"
+    )
+    ssl_endpoint_identification_algorithm: str = setting(
+        "ssl.endpoint.identification.algorithm",
+        "https",
+        read_choice("https", "none"),
+        "https: the broker's certificate must name the host connected to; none: not checked",
+    )
+    sasl_mechanism: str = setting(
+        "sasl.mechanism",
+        "GSSAPI",
+        read_sasl_mechanism,
+        "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (GSSAPI, the default, is not supported)",
+    )
+    sasl_username: str | None = setting(
+        "sasl.username", None, read_optional_str, "the SASL user (PLAIN and SCRAM)"
+    )
+    sasl_password: str | None = setting(
+        "sasl.password", None, read_optional_str, "the SASL password (PLAIN and SCRAM)"
+    )
+    sasl_jaas_config: str | None = setting(
+        "sasl.jaas.config",
+        None,
+        read_optional_str,
+        "the Java client's way to give sasl.username and sasl.password (a LoginModule entry)",
+    )
     client_dns_lookup: str = setting(
         "client.dns.lookup",
         "use_all_dns_ips",
@@ -282,7 +352,7 @@ class ClientConfig:
         known = cls.settings()
         kwargs: dict[str, Any] = {}
         for key, value in values.items():
-            attribute = known.get(key)
+            attribute = known.get(ALIASES.get(key, key))
             if attribute is None:
                 raise ConfigError(_unknown_key(cls.KIND, key, known))
             item: Setting = attribute.metadata["kafka"]
@@ -299,13 +369,47 @@ class ClientConfig:
             raise ConfigError("bootstrap.servers must name at least one host:port")
         for server in self.bootstrap_servers:
             parse_host_port(server)
-        if self.security_protocol == "ssl" and self.ssl_context is None:
-            raise ConfigError("security.protocol=ssl needs ssl.context (an ssl.SSLContext)")
+        self.security()  # the files must load and SASL must have its credentials
         return self
+
+    def security(self) -> ClientSecurity:
+        """TLS and SASL as security.protocol asks (ConfigError naming what is missing)."""
+        protocol = self.security_protocol
+        context: ssl.SSLContext | None = None
+        if protocol in ("ssl", "sasl_ssl"):
+            context = self.ssl_context
+            if context is None:
+                try:
+                    context = client_ssl_context(
+                        self.ssl_ca_location,
+                        self.ssl_certificate_location,
+                        self.ssl_key_location,
+                        self.ssl_key_password,
+                        check_hostname=self.ssl_endpoint_identification_algorithm == "https",
+                    )
+                except (OSError, ssl.SSLError) as exc:
+                    raise ConfigError(f"cannot load the ssl.*.location files: {exc}") from None
+        sasl = None
+        if protocol.startswith("sasl_"):
+            username, password = self.sasl_username, self.sasl_password
+            if self.sasl_jaas_config is not None and username is None:
+                try:
+                    options = parse_jaas(self.sasl_jaas_config).options
+                except ValueError as exc:
+                    raise ConfigError(f"sasl.jaas.config: {exc}") from None
+                username, password = options.get("username"), options.get("password")
+            if self.sasl_mechanism == "GSSAPI":
+                raise ConfigError(f"security.protocol={protocol} needs sasl.mechanism {MECHANISMS}")
+            if username is None or password is None:
+                raise ConfigError(
+                    f"security.protocol={protocol} needs sasl.username and sasl.password"
+                )
+            sasl = SaslCredentials(self.sasl_mechanism, username, password)
+        return ClientSecurity(context, sasl)
 
     def get(self, name: str) -> Any:
         """The value of a property by its Kafka name."""
-        attribute = self.settings().get(name)
+        attribute = self.settings().get(ALIASES.get(name, name))
         if attribute is None:
             raise ConfigError(_unknown_key(self.KIND, name, self.settings()))
         return getattr(self, attribute.name)
@@ -320,7 +424,7 @@ def _unknown_key(kind: str, key: str, known: Mapping[str, Any]) -> str:
 def parse_host_port(server: str) -> tuple[str, int]:
     """'host:port' (or '[v6]:port'), as in bootstrap.servers."""
     text = server.strip()
-    for prefix in ("PLAINTEXT://", "SSL://"):
+    for prefix in ("PLAINTEXT://", "SSL://", "SASL_PLAINTEXT://", "SASL_SSL://"):
         if text.upper().startswith(prefix):
             text = text[len(prefix) :]
     host, sep, port = text.rpartition(":")

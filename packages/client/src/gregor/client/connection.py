@@ -25,16 +25,30 @@ from collections import deque
 from typing import ClassVar, TypeVar
 
 import attrs
+import scramp
 import trio
 
 from gregor.client.frames import FrameReceiver
+from gregor.client.security import (
+    ClientSecurity,
+    SaslCredentials,
+    SslAuthenticationError,
+    sasl_client,
+)
 from gregor.protocol.apis import api_name
 from gregor.protocol.apis.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from gregor.protocol.apis.sasl_authenticate import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+)
+from gregor.protocol.apis.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from gregor.protocol.errors import (
     ErrorCode,
     NetworkError,
     ProtocolError,
     RequestTimedOutError,
+    SaslAuthenticationFailedError,
+    UnsupportedSaslMechanismError,
     UnsupportedVersionError,
     raise_for_code,
 )
@@ -59,7 +73,7 @@ class ConnectionConfig:
     max_in_flight: int = 5  # max.in.flight.requests.per.connection
     # A ceiling on one response frame, so a corrupt size prefix cannot exhaust memory.
     max_response_size: int = 1 << 30
-    ssl_context: ssl.SSLContext | None = None
+    security: ClientSecurity = attrs.field(factory=ClientSecurity)  # TLS and SASL
     receive_size: int = 1 << 20
     # SO_SNDBUF / SO_RCVBUF (send.buffer.bytes, receive.buffer.bytes); -1: the OS default.
     send_buffer: int = -1
@@ -126,18 +140,27 @@ class BrokerConnection:
                     if size > 0:
                         tcp.setsockopt(socket.SOL_SOCKET, option, size)
                 stream: trio.abc.Stream = tcp
-                if config.ssl_context is not None:
-                    tls = trio.SSLStream(stream, config.ssl_context, server_hostname=host)
+                ssl_context = config.security.ssl_context
+                if ssl_context is not None:
+                    tls = trio.SSLStream(stream, ssl_context, server_hostname=host)
                     await tls.do_handshake()
                     stream = tls
         except trio.TooSlowError:
             raise NetworkError(f"connecting to {host}:{port} timed out") from None
+        except trio.BrokenResourceError as exc:  # trio's wrapping of the ssl module's errors
+            message = f"SSL handshake with {host}:{port} failed: {exc.__cause__ or exc}"
+            if isinstance(exc.__cause__, ssl.SSLCertVerificationError):
+                # Not retriable: the broker's certificate will not change by trying again.
+                raise SslAuthenticationError(message) from exc
+            raise NetworkError(message) from exc
         except OSError as exc:
             raise NetworkError(f"cannot connect to {host}:{port}: {exc}") from exc
         connection = cls(stream, host, port, config)
         nursery.start_soon(connection._read_responses)
         try:
             await connection._negotiate_versions()
+            if config.security.sasl is not None:
+                await connection._authenticate(config.security.sasl)
         except BaseException:
             await connection.aclose()
             raise
@@ -166,6 +189,33 @@ class BrokerConnection:
         self.broker_versions = {
             k.api_key: (k.min_version, k.max_version) for k in response.api_keys
         }
+
+    async def _authenticate(self, credentials: SaslCredentials) -> None:
+        """SaslHandshake v1, then SaslAuthenticate until the mechanism is done (KIP-152)."""
+        where = f"{self.host}:{self.port}"
+        version = self.version_for(SaslHandshakeRequest, min_version=1)
+        handshake = await self.request(
+            SaslHandshakeRequest(credentials.mechanism),
+            version,
+            response_type=SaslHandshakeResponse,
+        )
+        if handshake.error_code:
+            raise UnsupportedSaslMechanismError(
+                f"{where} does not enable SASL mechanism {credentials.mechanism}; "
+                f"it enables {handshake.mechanisms}"
+            )
+        client = sasl_client(credentials)
+        token: bytes | None = client.first()
+        version = self.version_for(SaslAuthenticateRequest)
+        while token is not None:
+            answer = await self.request(
+                SaslAuthenticateRequest(token), version, response_type=SaslAuthenticateResponse
+            )
+            raise_for_code(answer.error_code, answer.error_message or f"SASL with {where}")
+            try:
+                token = client.respond(answer.auth_bytes)
+            except scramp.ScramException as exc:
+                raise SaslAuthenticationFailedError(f"{where}: {exc}") from None
 
     def version_for(
         self, request: type[Request], max_version: int | None = None, min_version: int = 0

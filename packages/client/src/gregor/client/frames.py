@@ -12,6 +12,7 @@ from __future__ import annotations
 import trio
 
 from gregor.protocol.errors import DecodeError, FrameTooLargeError
+from gregor.protocol.framing import FrameReader
 
 SMALL = 64 * 1024  # frames up to this size are read ahead in one buffer
 
@@ -26,6 +27,9 @@ class FrameReceiver:
 
     def buffered(self) -> int:
         return self._end - self._start
+
+    async def wait_readable(self) -> None:
+        await trio.lowlevel.wait_readable(self.sock)
 
     async def _fill(self, wanted: int) -> bool:
         """Read until `wanted` bytes are buffered; False on end of stream."""
@@ -78,3 +82,47 @@ class FrameReceiver:
                 raise DecodeError(f"the stream ended inside a frame of {size} bytes")
             have += got
         return bytes(frame_buf)
+
+
+class StreamFrameReceiver:
+    """The same interface over any trio stream (TLS, where the socket's bytes are not the
+    frames'): decrypted chunks fed to a sans-IO `FrameReader`."""
+
+    def __init__(self, stream: trio.abc.ReceiveStream, max_frame_size: int) -> None:
+        self.stream = stream
+        self._reader = FrameReader(max_frame_size)
+        self._eof = False
+
+    @property
+    def max_frame_size(self) -> int:
+        return self._reader.max_frame_size
+
+    @max_frame_size.setter
+    def max_frame_size(self, size: int) -> None:
+        self._reader.max_frame_size = size
+
+    def buffered(self) -> int:
+        return self._reader.buffered()
+
+    async def wait_readable(self) -> None:
+        """Until some bytes are buffered (read here: TLS may hold decrypted bytes that no
+        longer show on the socket) or the stream ended."""
+        if not self.buffered() and not self._eof:
+            await self._fill()
+
+    async def _fill(self) -> None:
+        data = await self.stream.receive_some(SMALL)
+        if data:
+            self._reader.feed(data)
+        else:
+            self._eof = True
+
+    async def receive(self) -> bytes | None:
+        """As `FrameReceiver.receive`."""
+        while (frame := self._reader.next_frame()) is None:
+            if self._eof:
+                if self.buffered():
+                    raise DecodeError(f"the stream ended inside a frame ({self.buffered()} bytes)")
+                return None
+            await self._fill()
+        return frame

@@ -28,6 +28,7 @@ import trio
 from gregor.client.cluster import Cluster
 from gregor.client.config import ClientConfig, parse_host_port
 from gregor.client.connection import BrokerConnection, ConnectionConfig
+from gregor.client.security import AUTHENTICATION_ERRORS
 from gregor.client.wakeup import Wakeup
 from gregor.protocol.apis.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
 from gregor.protocol.errors import KafkaError, NetworkError, RequestTimedOutError
@@ -98,7 +99,7 @@ class NetworkClient:
             request_timeout=config.request_timeout_ms / 1000,
             connect_timeout=config.socket_connection_setup_timeout_ms / 1000,
             max_in_flight=max_in_flight,
-            ssl_context=config.ssl_context,
+            security=config.security(),
             send_buffer=config.send_buffer_bytes,
             receive_buffer=config.receive_buffer_bytes,
         )
@@ -289,6 +290,8 @@ class NetworkClient:
         for node in candidates:
             try:
                 return await self._connect(node)
+            except AUTHENTICATION_ERRORS:
+                raise  # the user's to fix, as the Java client raises AuthenticationException
             except (NetworkError, KafkaError) as exc:
                 errors.append(str(exc))
         raise NetworkError(f"no broker is reachable: {'; '.join(errors) or 'none known'}")
@@ -389,6 +392,8 @@ class NetworkClient:
         limit = self.config.request_timeout_ms / 1000 if timeout is None else timeout
         with trio.move_on_after(limit):
             while self._refreshed < wanted:
+                if isinstance(self.metadata_error, AUTHENTICATION_ERRORS):
+                    raise self.metadata_error  # no use waiting: the credentials are wrong
                 await self._updated.wait()
             return self.cluster
         if self.metadata_error is not None:
@@ -406,6 +411,8 @@ class NetworkClient:
             except (NetworkError, KafkaError) as exc:
                 self.metadata_error = exc
                 log.debug("metadata refresh failed: %s", exc)
+                if isinstance(exc, AUTHENTICATION_ERRORS):
+                    self._wake_waiters()
                 await trio.sleep(self.retry_backoff.delay(failures))
                 failures += 1
                 self._update_wanted.set()
@@ -435,10 +442,15 @@ class NetworkClient:
         self._refreshed = max(self._refreshed, number)
         self.metadata_error = None
         self._last_refresh = trio.current_time()
-        updated, self._updated = self._updated, trio.Event()
-        updated.set()
+        self._wake_waiters()
         self._notify()
         return self.cluster
+
+    def _wake_waiters(self) -> None:
+        """Wake whoever waits in `update_metadata` (a refresh succeeded, or authentication
+        failed)."""
+        updated, self._updated = self._updated, trio.Event()
+        updated.set()
 
     async def wait_for_topic(self, topic: str, timeout: float) -> Cluster:
         """Metadata that knows `topic`'s partitions, refreshing until it does."""
