@@ -82,7 +82,14 @@ def test_listeners_and_advertised_listeners() -> None:
         ({"leader.imbalance.per.broker.percentage": "101"}, "must be in [0, 100]"),
         ({"listeners": "PLAINTEXT//:9092"}, "is not of the form NAME://host:port"),
         ({"listeners": "PLAINTEXT://:1,PLAINTEXT://:2"}, "listener names must be unique"),
-        ({"listeners": "SSL://:9093"}, "listener SSL uses SSL; only PLAINTEXT is supported"),
+        (
+            {"listeners": "PLAINTEXT://:9092,SSL://:9093"},
+            "an SSL listener needs it, or ssl.keystore.certificate.chain and ssl.keystore.key",
+        ),
+        (
+            {"listeners": "PLAINTEXT://:9092,SASL_PLAINTEXT://:9093"},
+            "needs at least one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512",
+        ),
         (
             {"listeners": "FOO://:9093"},
             "listener FOO has no entry in listener.security.protocol.map",

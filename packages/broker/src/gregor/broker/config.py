@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
@@ -26,6 +26,12 @@ from typing import Any, Final
 import attrs
 
 from gregor.broker.properties import load_properties, parse_override
+from gregor.broker.security.listeners import (
+    ListenerSecurity,
+    inter_broker_security,
+    listener_security,
+)
+from gregor.client.security import ClientSecurity
 from gregor.storage.config import MANAGER_SETTINGS, SYNONYM_SETTINGS, LogConfig, LogManagerConfig
 from gregor.storage.settings import (
     INT_MAX,
@@ -34,6 +40,7 @@ from gregor.storage.settings import (
     Setting,
     accepted,
     boolean,
+    choice,
     config_error,
     declared,
     integer,
@@ -47,7 +54,6 @@ from gregor.storage.settings import (
 log = logging.getLogger(__name__)
 
 SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SUPPORTED_SECURITY_PROTOCOLS: Final = ("PLAINTEXT",)
 
 
 @attrs.frozen(slots=True)
@@ -131,7 +137,7 @@ class BrokerConfig:
         "listener.security.protocol.map",
         MappingProxyType({p: p for p in SECURITY_PROTOCOLS}),
         protocol_map,
-        "LISTENER:PROTOCOL pairs (only PLAINTEXT is supported)",
+        "LISTENER:PROTOCOL pairs, PROTOCOL one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL",
     )
     inter_broker_listener_name: str = setting(
         "inter.broker.listener.name",
@@ -145,6 +151,89 @@ class BrokerConfig:
         "PLAINTEXT",
         string,
         "the inter-broker listener, when inter.broker.listener.name is not set",
+    )
+    # TLS and SASL: each may be set for one listener as listener.name.<listener>.<key>
+    ssl_keystore_type: str = setting(
+        "ssl.keystore.type", "PEM", choice("PEM"), "the keystore's format (only PEM)"
+    )
+    ssl_keystore_location: str | None = setting(
+        "ssl.keystore.location",
+        None,
+        optional_string,
+        "a PEM file holding the listener's private key and certificate chain",
+    )
+    ssl_keystore_certificate_chain: str | None = setting(
+        "ssl.keystore.certificate.chain",
+        None,
+        optional_string,
+        "the certificate chain as PEM text (with ssl.keystore.key)",
+        sensitive=True,
+    )
+    ssl_keystore_key: str | None = setting(
+        "ssl.keystore.key", None, optional_string, "the private key as PEM text", sensitive=True
+    )
+    ssl_key_password: str | None = setting(
+        "ssl.key.password", None, optional_string, "the private key's password", sensitive=True
+    )
+    ssl_truststore_type: str = setting(
+        "ssl.truststore.type", "PEM", choice("PEM"), "the truststore's format (only PEM)"
+    )
+    ssl_truststore_location: str | None = setting(
+        "ssl.truststore.location", None, optional_string, "a PEM file of trusted certificates"
+    )
+    ssl_truststore_certificates: str | None = setting(
+        "ssl.truststore.certificates", None, optional_string, "trusted certificates as PEM text"
+    )
+    ssl_client_auth: str = setting(
+        "ssl.client.auth",
+        "none",
+        choice("required", "requested", "none"),
+        "whether clients must (required) or may (requested) present a certificate",
+    )
+    ssl_enabled_protocols: str = setting(
+        "ssl.enabled.protocols", "TLSv1.2,TLSv1.3", string, "the TLS versions accepted"
+    )
+    ssl_cipher_suites: str = setting(
+        "ssl.cipher.suites",
+        "",
+        string,
+        "TLS 1.2 cipher suites, OpenSSL names (empty: OpenSSL's defaults)",
+    )
+    ssl_principal_mapping_rules: str = setting(
+        "ssl.principal.mapping.rules",
+        "DEFAULT",
+        string,
+        "RULE:pattern/replacement/[LU],...: a client certificate's DN to a principal name",
+    )
+    ssl_endpoint_identification_algorithm: str = setting(
+        "ssl.endpoint.identification.algorithm",
+        "https",
+        string,
+        "https: a broker checks the other brokers' certificates name their host",
+    )
+    sasl_enabled_mechanisms: str = setting(
+        "sasl.enabled.mechanisms",
+        "GSSAPI",
+        string,
+        "SASL mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512",
+    )
+    sasl_mechanism_inter_broker_protocol: str = setting(
+        "sasl.mechanism.inter.broker.protocol",
+        "GSSAPI",
+        string,
+        "the SASL mechanism brokers use with each other",
+    )
+    sasl_server_max_receive_size: int = setting(
+        "sasl.server.max.receive.size",
+        524288,
+        integer(1),
+        "the largest frame accepted before authentication completes",
+    )
+    connection_failed_authentication_delay_ms: int = setting(
+        "connection.failed.authentication.delay.ms",
+        100,
+        integer(0),
+        "a failed authentication is answered (and its connection closed) after this long",
     )
     broker_rack: str | None = setting(
         "broker.rack", None, optional_string, "the rack, for rack-aware replica placement"
@@ -418,6 +507,9 @@ class BrokerConfig:
     # gregor-storage's view of the same properties
     log_config: LogConfig = attrs.field(factory=LogConfig)
     log_manager_config: LogManagerConfig = attrs.field(factory=LogManagerConfig)
+    # each listener's TLS and SASL, and how this broker connects to the others
+    listener_security: Mapping[str, ListenerSecurity] = attrs.field(factory=dict, eq=False)
+    inter_broker_security: ClientSecurity = attrs.field(factory=ClientSecurity, eq=False)
     # every property as given (file, then overrides), for DescribeConfigs and storage
     properties: Mapping[str, str] = attrs.field(factory=dict, eq=False)
 
@@ -444,10 +536,11 @@ class BrokerConfig:
             if found is not None:
                 name, declaration = found
                 values[name] = declaration.parser(key, text)
-            elif key not in SERVER_SETTINGS and not key.startswith("log."):
+            elif key not in SERVER_SETTINGS and not key.startswith(("log.", LISTENER_PREFIX)):
                 log.warning("The configuration %r was supplied but isn't a known config.", key)
         values["log_manager_config"] = LogManagerConfig.from_server_properties(given)
         _resolve_listeners(values, given)
+        _resolve_security(values, given)
         _check_relations(values)
         values["log_config"] = LogConfig.from_server_properties(given)
         if not values["zookeeper_connection_timeout_ms"]:
@@ -532,12 +625,6 @@ def _resolve_listeners(values: dict[str, Any], given: Mapping[str, str]) -> None
                     given.get(key, ""),
                     f"listener {e.listener} has no entry in listener.security.protocol.map",
                 )
-            if protocol not in SUPPORTED_SECURITY_PROTOCOLS:
-                raise config_error(
-                    key,
-                    given.get(key, ""),
-                    f"listener {e.listener} uses {protocol}; only PLAINTEXT is supported",
-                )
             out.append(attrs.evolve(e, security_protocol=protocol))
         return tuple(out)
 
@@ -576,6 +663,46 @@ def _resolve_listeners(values: dict[str, Any], given: Mapping[str, str]) -> None
     values["listeners"] = listeners
     values["advertised_listeners"] = advertised
     values["inter_broker_listener_name"] = inter
+
+
+LISTENER_PREFIX: Final = "listener.name."
+
+
+def _resolve_security(values: dict[str, Any], given: Mapping[str, str]) -> None:
+    """Each TLS or SASL listener's security, and the inter-broker connections'."""
+    security: dict[str, ListenerSecurity] = {}
+    for endpoint in values["listeners"]:
+        if endpoint.security_protocol == "PLAINTEXT":
+            continue
+        lookup, jaas = _listener_settings(values, given, endpoint.listener)
+        security[endpoint.listener] = listener_security(
+            endpoint.listener, endpoint.security_protocol, lookup, jaas
+        )
+        if endpoint.listener == values["inter_broker_listener_name"]:
+            mechanism = values["sasl_mechanism_inter_broker_protocol"].upper()
+            values["inter_broker_security"] = inter_broker_security(
+                security[endpoint.listener], lookup, mechanism
+            )
+    values["listener_security"] = MappingProxyType(security)
+
+
+def _listener_settings(
+    values: dict[str, Any], given: Mapping[str, str], listener: str
+) -> tuple[Callable[[str], Any], Callable[[str], str | None]]:
+    """A listener's value of a setting (its `listener.name.<l>.` override, else the
+    broker's), and its JAAS config for a SASL mechanism."""
+    prefix = f"{LISTENER_PREFIX}{listener.lower()}."
+    overrides = {k[len(prefix) :]: v for k, v in given.items() if k.lower().startswith(prefix)}
+
+    def lookup(key: str) -> Any:
+        if key in overrides:
+            return _BROKER[key][1].parser(prefix + key, overrides[key])
+        return values[_BROKER[key][0]]
+
+    def jaas(mechanism: str) -> str | None:
+        return overrides.get(f"{mechanism.lower()}.sasl.jaas.config")
+
+    return lookup, jaas
 
 
 def _check_relations(values: dict[str, Any]) -> None:

@@ -149,6 +149,7 @@ class ReplicaFetcher:
             / 1000,
             connect_timeout=config.replica_socket_timeout_ms / 1000,
             max_in_flight=1,
+            security=config.inter_broker_security,
         )
 
     def __repr__(self) -> str:

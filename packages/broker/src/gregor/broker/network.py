@@ -16,6 +16,11 @@ Responses are encoded once into chunks: bytes, and file regions (log segments sl
 go out with `os.sendfile` on the non-blocking socket, waiting for it to be writable when the
 send buffer is full.
 
+On an SSL or SASL_SSL listener the TLS handshake comes first, and responses are encrypted
+in user space: file regions are read (`os.pread`) and sent through the `SSLStream`, since
+sendfile cannot go through TLS. On a SASL listener, `gregor.broker.security.sasl` runs the
+authentication before the three tasks start. A PLAINTEXT connection does neither.
+
 An idle connection costs three sleeping tasks and a small buffer.
 """
 
@@ -32,6 +37,7 @@ from collections.abc import Awaitable
 import trio
 
 from gregor.broker.apis import (
+    ANONYMOUS,
     Answer,
     CloseConnection,
     Later,
@@ -41,8 +47,11 @@ from gregor.broker.apis import (
 )
 from gregor.broker.config import BrokerConfig, Endpoint
 from gregor.broker.metrics import Metrics
+from gregor.broker.security.listeners import ListenerSecurity
+from gregor.broker.security.principal import distinguished_name
+from gregor.broker.security.sasl import SaslAuthenticator
 from gregor.broker.services import Services
-from gregor.client.frames import FrameReceiver
+from gregor.client.frames import FrameReceiver, StreamFrameReceiver
 from gregor.protocol.apis import REQUESTS, ApiKey, api_name
 from gregor.protocol.apis.api_versions import ApiVersionsResponse
 from gregor.protocol.errors import DecodeError, ErrorCode, ProtocolError
@@ -59,6 +68,7 @@ log = logging.getLogger(__name__)
 
 READ_AHEAD = 4  # frames read beyond the one being processed
 IN_FLIGHT = 16  # answers handled but not yet sent (mostly Later ones waiting)
+COPY_PIECE = 256 * 1024  # TLS: log bytes read and encrypted this many at a time
 
 
 Chunks = list[bytes | FileRegion]
@@ -112,8 +122,14 @@ class Connection:
             self.host, self.port = str(peer[0]), int(peer[1])
         except OSError:
             self.host, self.port = "?", 0
-        self.frames = FrameReceiver(stream.socket, server.config.socket_request_max_bytes)
+        self.frames: FrameReceiver | StreamFrameReceiver = FrameReceiver(
+            stream.socket, server.config.socket_request_max_bytes
+        )
         self.in_flight = 0  # requests read and not yet answered
+        # TLS and SASL (None on a PLAINTEXT listener), and who the peer proved to be.
+        self.security = server.config.listener_security.get(endpoint.listener)
+        self.principal = ANONYMOUS
+        self.tls: trio.SSLStream[trio.SocketStream] | None = None
 
     def __repr__(self) -> str:
         return f"{self.endpoint.listener}-{self.host}:{self.port}"
@@ -122,6 +138,8 @@ class Connection:
         frames_in, frames_out = trio.open_memory_channel[bytes](READ_AHEAD)
         answers_in, answers_out = trio.open_memory_channel[_Answer](IN_FLIGHT)
         try:
+            if self.security is not None and not await self._establish(self.security):
+                return
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._process, frames_out, answers_in, nursery.cancel_scope)
                 nursery.start_soon(self._send_answers, answers_out, nursery.cancel_scope)
@@ -132,27 +150,93 @@ class Connection:
             log.exception("connection %s failed", self)
         finally:
             with trio.CancelScope(shield=True):
-                await trio.aclose_forcefully(self.stream)
+                await trio.aclose_forcefully(self.tls or self.stream)
+
+    # -- TLS and SASL ----------------------------------------------------------------------
+
+    async def _establish(self, security: ListenerSecurity) -> bool:
+        """The TLS handshake and SASL authentication, within connections.max.idle.ms;
+        False when the connection must close (the reason is logged)."""
+        idle = self.server.config.connections_max_idle_ms / 1000
+        with trio.move_on_after(idle if idle > 0 else math.inf):
+            if security.ssl_context is not None and not await self._handshake(security):
+                return False
+            if not security.sasl:
+                return True
+            frames = self.frames
+            frames.max_frame_size = security.sasl_max_receive_size
+            principal = await SaslAuthenticator(
+                security,
+                self.server.services.zk,
+                self._receive_during_sasl,
+                self._send_bytes,
+                self._answer_versions,
+                repr(self),
+            ).run()
+            frames.max_frame_size = self.server.config.socket_request_max_bytes
+            if principal is None:
+                return False
+            self.principal = principal
+            return True
+        log.info("closing connection %s: no authentication within %.0fs", self, idle)
+        return False
+
+    async def _handshake(self, security: ListenerSecurity) -> bool:
+        assert security.ssl_context is not None
+        tls = trio.SSLStream(self.stream, security.ssl_context, server_side=True)
+        try:
+            await tls.do_handshake()
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            log.info("TLS handshake with %s failed: %r", self, exc.__cause__ or exc)
+            return False
+        self.tls = tls
+        self.frames = StreamFrameReceiver(tls, self.frames.max_frame_size)
+        certificate = tls.getpeercert()
+        if certificate:
+            try:
+                self.principal = security.principal_mapper.principal(
+                    distinguished_name(certificate)
+                )
+            except ValueError as exc:
+                log.info("closing connection %s: %s", self, exc)
+                return False
+        return True
+
+    async def _receive_during_sasl(self) -> bytes | None:
+        try:
+            return await self.frames.receive()
+        except ProtocolError as exc:  # a frame above sasl.server.max.receive.size
+            log.info("closing connection %s during SASL: %s", self, exc)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            log.debug("connection %s broke during SASL: %s", self, exc)
+        return None
+
+    async def _send_bytes(self, data: bytes) -> None:
+        await self._write([data])
+
+    async def _answer_versions(self, frame: bytes) -> bytes:
+        answer = await self._answer(frame)
+        assert isinstance(answer, list)
+        return b"".join(c for c in answer if isinstance(c, bytes))
 
     # -- reading ---------------------------------------------------------------------------
 
     async def _read(self, send: trio.MemorySendChannel[bytes]) -> None:
         idle = self.server.config.connections_max_idle_ms / 1000
         frames = self.frames
-        sock = self.stream.socket
         async with send:
             while True:
-                if not frames.buffered():
-                    # Idle means: nothing to read and nothing being answered. The timeout
-                    # only ever interrupts this wait, never a frame half read.
-                    with trio.move_on_after(idle if idle > 0 else math.inf) as scope:
-                        await trio.lowlevel.wait_readable(sock)
-                    if scope.cancelled_caught:
-                        if self.in_flight:
-                            continue
-                        log.debug("closing idle connection %s", self)
-                        return
                 try:
+                    if not frames.buffered():
+                        # Idle means: nothing to read and nothing being answered. The timeout
+                        # only ever interrupts this wait, never a frame half read.
+                        with trio.move_on_after(idle if idle > 0 else math.inf) as scope:
+                            await frames.wait_readable()
+                        if scope.cancelled_caught:
+                            if self.in_flight:
+                                continue
+                            log.debug("closing idle connection %s", self)
+                            return
                     frame = await frames.receive()
                 except ProtocolError as exc:  # size prefix too large or negative, EOF
                     log.warning("closing connection %s: %s", self, exc)
@@ -242,6 +326,7 @@ class Connection:
             self.port,
             self.endpoint.listener,
             self.endpoint.security_protocol,
+            self.principal,
             received_at=started,
         )
         response = await _handled(
@@ -257,7 +342,10 @@ class Connection:
     # -- writing ---------------------------------------------------------------------------
 
     async def _write(self, chunks: Chunks) -> None:
-        await send_chunks(self.stream, chunks)
+        if self.tls is None:
+            await send_chunks(self.stream, chunks)
+        else:
+            await send_chunks_copying(self.tls, chunks)
 
 
 async def send_chunks(stream: trio.SocketStream, chunks: Chunks) -> None:
@@ -272,6 +360,29 @@ async def send_chunks(stream: trio.SocketStream, chunks: Chunks) -> None:
             pending = b""
         if len(chunk):
             await _sendfile(stream, chunk)
+    if pending:
+        await stream.send_all(pending)
+
+
+async def send_chunks_copying(stream: trio.abc.SendStream, chunks: Chunks) -> None:
+    """Send an encoded response where sendfile cannot go (TLS encrypts in user space): file
+    regions are read (`os.pread`, in pieces) and sent with the bytes around them."""
+    pending = bytearray()
+    for chunk in chunks:
+        if isinstance(chunk, bytes):
+            pending += chunk
+            continue
+        offset, remaining = chunk.position, len(chunk)
+        while remaining:
+            piece = os.pread(chunk.fileno(), min(remaining, COPY_PIECE), offset)
+            if not piece:
+                raise CloseConnection(f"log file ended {remaining} bytes short of a fetch")
+            pending += piece
+            offset += len(piece)
+            remaining -= len(piece)
+            if len(pending) >= COPY_PIECE:
+                await stream.send_all(pending)
+                pending = bytearray()
     if pending:
         await stream.send_all(pending)
 

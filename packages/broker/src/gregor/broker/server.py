@@ -91,7 +91,10 @@ class Broker:
         self.group_coordinator = self._group_coordinator()
         self.producer_ids = ProducerIds(config.broker_id, self.zk.allocate_producer_id_block)
         self.marker_transport = InterBrokerMarkerTransport(
-            self.broker_id, self.metadata_cache, config.inter_broker_listener_name
+            self.broker_id,
+            self.metadata_cache,
+            config.inter_broker_listener_name,
+            security=config.inter_broker_security,
         )
         self.transaction_coordinator = self._transaction_coordinator()
         self.txn_verifier = TxnVerifier(self._transaction_coordinator_of, self.marker_transport)

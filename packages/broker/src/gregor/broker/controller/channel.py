@@ -19,6 +19,7 @@ import trio
 
 from gregor.broker.zk.znodes import BrokerRegistration
 from gregor.client.connection import BrokerConnection, ConnectionConfig
+from gregor.client.security import ClientSecurity
 from gregor.protocol.errors import NetworkError, ProtocolError, UnsupportedVersionError
 from gregor.protocol.schema import Request, Response
 
@@ -102,13 +103,20 @@ class BrokerChannel:
 
 
 class ControllerChannelManager:
-    def __init__(self, controller_id: int, listener: str, request_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        controller_id: int,
+        listener: str,
+        request_timeout: float = 30.0,
+        security: ClientSecurity = ClientSecurity(),  # noqa: B008 (frozen)
+    ) -> None:
         self.controller_id = controller_id
         self.listener = listener
         self.config = ConnectionConfig(
             client_id=f"controller-{controller_id}",
             request_timeout=request_timeout,
             max_in_flight=1,
+            security=security,
         )
         self.channels: dict[int, BrokerChannel] = {}
         self._nursery: trio.Nursery | None = None

@@ -103,7 +103,10 @@ class Controller:
         self.context = ControllerContext()
         self.queue = EventQueue()
         self.channels = ControllerChannelManager(
-            self.broker_id, settings.inter_broker_listener, settings.request_timeout_s
+            self.broker_id,
+            settings.inter_broker_listener,
+            settings.request_timeout_s,
+            settings.security,
         )
         context = self.context
         self.batch = self._new_batch()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import attrs
 
 from gregor.broker.config import BrokerConfig
+from gregor.client.security import ClientSecurity
 
 
 @attrs.frozen
@@ -20,6 +21,8 @@ class ControllerSettings:
     controlled_shutdown_max_retries: int = 3  # controlled.shutdown.max.retries
     controlled_shutdown_retry_backoff_s: float = 5.0  # controlled.shutdown.retry.backoff.ms
     zookeeper_connection_timeout_s: float = 18.0  # zookeeper.connection.timeout.ms
+    # TLS and SASL of the inter-broker listener (inter.broker.listener.name)
+    security: ClientSecurity = attrs.field(factory=ClientSecurity)
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> ControllerSettings:
@@ -35,4 +38,5 @@ class ControllerSettings:
             controlled_shutdown_max_retries=config.controlled_shutdown_max_retries,
             controlled_shutdown_retry_backoff_s=config.controlled_shutdown_retry_backoff_ms / 1000,
             zookeeper_connection_timeout_s=config.zookeeper_connection_timeout_ms / 1000,
+            security=config.inter_broker_security,
         )

@@ -122,7 +122,9 @@ async def _ask_controller(
         log.info("controller %d has no %s endpoint", controller_id, settings.inter_broker_listener)
         return None
     config = ConnectionConfig(
-        client_id=f"broker-{settings.broker_id}", request_timeout=settings.request_timeout_s
+        client_id=f"broker-{settings.broker_id}",
+        request_timeout=settings.request_timeout_s,
+        security=settings.security,
     )
     async with trio.open_nursery() as nursery:
         connection = await BrokerConnection.open(nursery, endpoint.host, endpoint.port, config)

@@ -15,6 +15,7 @@ import trio
 from gregor.broker.coordinator.transaction.markers import NO_LEADER
 from gregor.broker.metadata_cache import Node, PartitionState
 from gregor.client.connection import BrokerConnection, ConnectionConfig
+from gregor.client.security import ClientSecurity
 from gregor.protocol.apis.write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from gregor.protocol.errors import NetworkError
 from gregor.protocol.schema import Request, Response
@@ -34,7 +35,12 @@ class ClusterView(Protocol):
 
 class InterBrokerMarkerTransport:
     def __init__(
-        self, broker_id: int, cluster: ClusterView, listener: str, request_timeout_s: float = 30.0
+        self,
+        broker_id: int,
+        cluster: ClusterView,
+        listener: str,
+        request_timeout_s: float = 30.0,
+        security: ClientSecurity = ClientSecurity(),  # noqa: B008 (frozen)
     ) -> None:
         self.cluster = cluster
         self.listener = listener
@@ -42,6 +48,7 @@ class InterBrokerMarkerTransport:
             client_id=f"broker-{broker_id}-txn-markers",
             request_timeout=request_timeout_s,
             max_in_flight=5,
+            security=security,
         )
         self._connections: dict[int, BrokerConnection] = {}
         self._locks: dict[int, trio.Lock] = {}
