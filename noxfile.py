@@ -37,6 +37,7 @@ TEST_DEPS = [
     "build>=1.2",  # PyPA's builder: the packaging tests build sdists and wheels as users do
     "pyyaml>=6",  # reads infra/compose/docker-compose.yml as Compose does
     "jsonschema>=4.18",  # validates it against the Compose specification's schema
+    "trustme>=1.1",  # a CA and certificates made in the test, for the TLS tests
 ]
 # The Compose specification's JSON schema, for tests/topology/test_compose.py: docker-compose
 # 1.29.2 ships it (compose/config/compose_spec.json, Apache-2.0); installed without its

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import socket
+import ssl
 import uuid
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -56,17 +57,23 @@ def _failed(request: pytest.FixtureRequest) -> bool:
 
 
 def start_cluster(
-    directory: Path, zookeeper: ZooKeeper, brokers: int, properties: Mapping[str, str]
+    directory: Path,
+    zookeeper: ZooKeeper,
+    brokers: int,
+    properties: Mapping[str, str],
+    listeners: Mapping[str, str] | None = None,
 ) -> LocalCluster:
     """Start `brokers` gregor-broker processes (ids 0..brokers-1) under `directory`, on
-    `zookeeper` in a chroot of their own, with these server properties; return once every
-    broker answers. Stop it with `stop_cluster`."""
+    `zookeeper` in a chroot of their own, with these server properties and extra
+    `listeners` (name -> security protocol); return once every broker answers. Stop it with
+    `stop_cluster`."""
     chroot = f"/gregor-{next(_clusters)}-{uuid.uuid4().hex[:8]}"
     cluster = LocalCluster(
         directory,
         brokers,
         zookeeper_connect=zookeeper.connect + chroot,
         properties=properties,
+        listeners=listeners,
     )
     cluster.start()
     return cluster
@@ -109,9 +116,16 @@ def cluster_factory(
 ) -> Iterator[Callable[..., LocalCluster]]:
     started: list[LocalCluster] = []
 
-    def make(brokers: int = 3, **properties: Any) -> LocalCluster:
-        props = {key.replace("_", "."): str(value) for key, value in properties.items()}
-        cluster = start_cluster(tmp_path / f"cluster-{len(started)}", zookeeper, brokers, props)
+    def make(
+        brokers: int = 3, *, listeners: Mapping[str, str] | None = None, **properties: Any
+    ) -> LocalCluster:
+        props = {
+            key if "." in key else key.replace("_", "."): str(value)
+            for key, value in properties.items()
+        }
+        cluster = start_cluster(
+            tmp_path / f"cluster-{len(started)}", zookeeper, brokers, props, listeners
+        )
         started.append(cluster)
         return cluster
 
@@ -245,11 +259,22 @@ def create_topic(
 
 
 class WireClient:
-    """A plain socket to one broker, speaking the protocol one request at a time (or not at
-    all: tests send what they like through `sock`)."""
+    """A socket to one broker's listener (PLAINTEXT unless told; TLS with `ssl_context`),
+    speaking the protocol one request at a time (or not at all: tests send what they like
+    through `sock`)."""
 
-    def __init__(self, broker: BrokerProcess, timeout: float = 30.0) -> None:
-        self.sock = socket.create_connection((broker.host, broker.port), timeout=timeout)
+    def __init__(
+        self,
+        broker: BrokerProcess,
+        timeout: float = 30.0,
+        *,
+        listener: str = "PLAINTEXT",
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        sock = socket.create_connection((broker.host, broker.ports[listener]), timeout=timeout)
+        if ssl_context is not None:
+            sock = ssl_context.wrap_socket(sock, server_hostname=broker.host)
+        self.sock = sock
         self.correlation = 0
 
     def __enter__(self) -> WireClient:
@@ -289,7 +314,7 @@ class WireClient:
         """True once the broker has closed the connection (EOF or reset)."""
         try:
             return self.sock.recv(1) == b""
-        except ConnectionResetError:
+        except (ConnectionResetError, ssl.SSLError):
             return True
 
 

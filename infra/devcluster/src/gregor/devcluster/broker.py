@@ -22,8 +22,12 @@ def broker_command() -> list[str]:
 
 
 class BrokerProcess(Supervised):
-    """`properties` are added to (and override) the generated ones; `namespace` is the
-    network namespace it runs in (a host of the two-datacenter topology), if any."""
+    """`properties` are added to (and override) the generated ones. Besides its PLAINTEXT
+    listener on `port` (what the launcher checks readiness on), a broker gets one listener
+    per entry of `listeners` (name -> security protocol, e.g. {"EXTERNAL": "SASL_SSL"}), each
+    on a free port of its own (`ports`); their TLS and SASL settings go in `properties`.
+    `namespace` is the network namespace it runs in (a host of the two-datacenter
+    topology), if any."""
 
     def __init__(
         self,
@@ -34,6 +38,7 @@ class BrokerProcess(Supervised):
         host: str = LOOPBACK,
         properties: Mapping[str, str] | None = None,
         namespace: str | None = None,
+        listeners: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(f"broker {broker_id}", directory / "broker.log", namespace)
         self.broker_id = broker_id
@@ -42,6 +47,10 @@ class BrokerProcess(Supervised):
         self.host = host
         self.port = port or free_port(host)
         self.extra = dict(properties or {})
+        self.protocols = {"PLAINTEXT": "PLAINTEXT", **(listeners or {})}
+        self.ports = {
+            name: self.port if name == "PLAINTEXT" else free_port(host) for name in self.protocols
+        }
 
     def __repr__(self) -> str:
         return f"<BrokerProcess {self.broker_id} at {self.address}>"
@@ -61,7 +70,7 @@ class BrokerProcess(Supervised):
     def properties(self) -> dict[str, str]:
         props = {
             "broker.id": str(self.broker_id),
-            "listeners": f"PLAINTEXT://{self.host}:{self.port}",
+            "listeners": ",".join(f"{n}://{self.host}:{p}" for n, p in self.ports.items()),
             "log.dirs": str(self.data_dir),
             "zookeeper.connect": self.zookeeper_connect,
             # Small clusters on one machine: fail over and notice lag quickly.
@@ -69,8 +78,16 @@ class BrokerProcess(Supervised):
             "replica.lag.time.max.ms": "10000",
             "controlled.shutdown.retry.backoff.ms": "500",
         }
+        if len(self.protocols) > 1:
+            props["listener.security.protocol.map"] = ",".join(
+                f"{name}:{protocol}" for name, protocol in self.protocols.items()
+            )
         props.update(self.extra)
         return props
+
+    def address_of(self, listener: str) -> str:
+        """host:port of one of the broker's listeners."""
+        return f"{self.host}:{self.ports[listener]}"
 
     def write_config(self) -> Path:
         self.directory.mkdir(parents=True, exist_ok=True)

@@ -30,7 +30,30 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--brokers", type=int, default=3, help="how many brokers (ids 0..N-1)")
     parser.add_argument("--port", type=int, default=9092, help="the first broker's port")
     parser.add_argument("--zookeeper-port", type=int, default=2181)
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--listener",
+        action="append",
+        default=[],
+        metavar="NAME:PROTOCOL",
+        help="another listener beside PLAINTEXT, e.g. EXTERNAL:SASL_SSL (its TLS and SASL "
+        "settings go in --property)",
+    )
+    parser.add_argument(
+        "--property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a server property for every broker, e.g. ssl.keystore.location=/path/broker.pem",
+    )
+    args = parser.parse_args(argv)
+    for items, separator, form in (
+        (args.listener, ":", "NAME:PROTOCOL"),
+        (args.property, "=", "KEY=VALUE"),
+    ):
+        for item in items:
+            if separator not in item:
+                parser.error(f"{item!r} is not {form}")
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -41,6 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.brokers,
         ports=[args.port + i for i in range(args.brokers)],
         zookeeper_port=args.zookeeper_port,
+        properties=dict(item.split("=", 1) for item in args.property),
+        listeners=dict(item.upper().split(":", 1) for item in args.listener),
     )
     # SIGTERM (nox's second step after Ctrl-C, or a plain `kill`) stops the cluster as
     # Ctrl-C does, so no ZooKeeper or broker outlives this process.
@@ -58,6 +83,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"  {DEMO_TOPIC}-0 @ {offset}: {value.decode()}")
         print()
         print(f"bootstrap servers: {cluster.bootstrap_servers}")
+        for name in cluster.brokers[0].protocols:
+            if name != "PLAINTEXT":
+                print(f"  {name}: {cluster.bootstrap_servers_of(name)}")
         print(f"zookeeper:         {cluster.zookeeper_connect}")
         print(f"logs:              {directory}/broker-*/broker.log")
         print("running; press Ctrl-C to stop", flush=True)

@@ -22,6 +22,7 @@ class LocalCluster:
         zookeeper_port: int | None = None,
         zookeeper_connect: str | None = None,
         properties: Mapping[str, str] | None = None,
+        listeners: Mapping[str, str] | None = None,
     ) -> None:
         if ports is not None and len(ports) != brokers:
             raise ValueError(f"{brokers} brokers need {brokers} ports, not {list(ports)}")
@@ -43,6 +44,7 @@ class LocalCluster:
                 zookeeper_connect,
                 port=ports[i] if ports is not None else None,
                 properties=properties,
+                listeners=listeners,
             )
             for i in range(brokers)
         ]
@@ -50,6 +52,10 @@ class LocalCluster:
     @property
     def bootstrap_servers(self) -> str:
         return ",".join(b.address for b in self.brokers)
+
+    def bootstrap_servers_of(self, listener: str) -> str:
+        """Every broker's host:port on one of the `listeners`."""
+        return ",".join(b.address_of(listener) for b in self.brokers)
 
     def broker(self, broker_id: int) -> BrokerProcess:
         return self.brokers[broker_id]
