@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable
 import scramp
 import trio
 
+from gregor.broker.apis import CloseConnection
 from gregor.broker.security.listeners import ListenerSecurity
 from gregor.broker.security.scram_credentials import ScramCredential, user_entity
 from gregor.broker.zk import KafkaZkClient, znodes
@@ -237,9 +238,12 @@ class SaslAuthenticator:
         if peek.api_key == ApiKey.API_VERSIONS:
             if self.state is not _State.HANDSHAKE_OR_VERSIONS:
                 raise _Refused(f"Unexpected ApiVersions request in SASL state {self.state.name}")
-            answer = await self.answer_versions(frame)
-            if _api_versions_error(answer) != ErrorCode.UNSUPPORTED_VERSION:
-                self.state = _State.HANDSHAKE
+            try:
+                answer = await self.answer_versions(frame)
+            except CloseConnection as exc:  # malformed
+                raise _Refused(str(exc)) from None
+            if _api_versions_error(answer) == ErrorCode.NONE:
+                self.state = _State.HANDSHAKE  # else the client may try another version
             await self.send(answer)
             return
         version = peek.api_version
