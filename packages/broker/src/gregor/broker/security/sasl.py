@@ -110,6 +110,7 @@ class ScramServer(Mechanism):
             message = token.decode()
             if self._server is None:
                 return await self._first(message)
+            self._accept_prefixed_nonce(message)
             self._server.set_client_final(message)
             final: str = self._server.get_server_final()
         except (scramp.ScramException, UnicodeDecodeError) as exc:
@@ -120,6 +121,20 @@ class ScramServer(Mechanism):
             ) from None
         self.complete = True
         return final.encode()
+
+    def _accept_prefixed_nonce(self, client_final: str) -> None:
+        """Older librdkafka (kcat as Debian ships it) sends its own nonce again before the
+        combined one in client-final. Kafka accepts a nonce that ends with the server's
+        (ScramSaslServer), and so do we: the proof is still checked over the message as
+        sent, and the server's fresh nonce must be there, so a replay still fails."""
+        assert self._server is not None
+        expected = self._server.nonce  # a str, or scramp's Nonce wrapping one
+        for attribute in client_final.split(","):
+            if attribute.startswith("r="):
+                nonce = attribute[2:]
+                if nonce != str(expected) and nonce.endswith(str(expected)):
+                    self._server.nonce = type(expected)(nonce)
+                return
 
     async def _first(self, message: str) -> bytes:
         user = _scram_user(message)
