@@ -304,6 +304,22 @@ def spark_etl_faults(session: nox.Session) -> None:
 
 
 @nox.session
+def txn_faults(session: nox.Session) -> None:
+    """The exactly-once pipeline of tests/transactions/test_txn_failover.py through
+    GREGOR_TXN_FAULTS (default 100) SIGKILLs of the transaction coordinator, a partition
+    leader and the controller, round robin, then checked for every record exactly once."""
+    install(session, *PACKAGES, extra=[*LAUNCHER, *TEST_DEPS])
+    env = {"GREGOR_TXN_FAULTS": os.environ.get("GREGOR_TXN_FAULTS", "100")}
+    session.run(
+        "pytest",
+        "tests/transactions/test_txn_failover.py",
+        "--timeout=7200",
+        *session.posargs,
+        env=env,
+    )
+
+
+@nox.session
 def bench_spark(session: nox.Session) -> None:
     """A batch read of 5,000,000 100-byte records from a 6-partition topic into Parquet on
     local[2], as a ratio to one confluent-kafka consumer writing Parquet with pyarrow

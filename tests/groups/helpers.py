@@ -11,7 +11,6 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from gregor.broker.coordinator.partitioning import partition_for
 from gregor.devcluster import BrokerProcess, LocalCluster
-from gregor.protocol.apis.find_coordinator import FindCoordinatorRequest
 from gregor.protocol.apis.offset_fetch import (
     OffsetFetchRequest,
     OffsetFetchRequestGroup,
@@ -24,6 +23,7 @@ from gregor.protocol.group_records import (
     decode_key,
 )
 from gregor.protocol.schema import Response
+from gregor_testing import faults
 from gregor_testing.cluster import WireClient, wait_for
 
 R = TypeVar("R", bound=Response)
@@ -39,28 +39,7 @@ RETRIABLE = {
 
 def find_coordinator(cluster: LocalCluster, group: str, timeout: float = 60.0) -> BrokerProcess:
     """The live broker coordinating `group`, asked of the live brokers until one knows."""
-    found: list[int] = []
-
-    def ask() -> bool:
-        for broker in cluster.brokers:
-            if not broker.is_running():
-                continue
-            try:
-                with WireClient(broker) as conn:
-                    response = conn.request(FindCoordinatorRequest(key=group), 2)
-            except OSError:
-                continue
-            # A broker that was killed is named until the controller moves its partitions.
-            if (
-                response.error_code == ErrorCode.NONE
-                and cluster.broker(response.node_id).is_running()
-            ):
-                found.append(response.node_id)
-                return True
-        return False
-
-    wait_for(ask, timeout, f"a coordinator for group {group}")
-    return cluster.broker(found[-1])
+    return faults.find_coordinator(cluster, group, faults.GROUP_KEY, timeout)
 
 
 def committed_offsets(

@@ -5,37 +5,17 @@ from __future__ import annotations
 
 import time
 
-from kafka import KafkaConsumer, TopicPartition
-
 from gregor.devcluster import LocalCluster
+from gregor_testing.checker import read_records
 
 
 def read_all(
     cluster: LocalCluster, topic: str, partitions: int, isolation: str, timeout: float = 60.0
 ) -> dict[int, list[bytes]]:
-    """Every record of the topic up to its end offsets (the LSO for read_committed), by
-    partition, read by kafka-python with `isolation` ("read_committed"/"read_uncommitted")."""
-    consumer = KafkaConsumer(
-        bootstrap_servers=cluster.bootstrap_servers,
-        isolation_level=isolation,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-    )
-    try:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
-        ends = consumer.end_offsets(tps)
-        out: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
-        deadline = time.monotonic() + timeout
-        while any(consumer.position(tp) < ends[tp] for tp in tps):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"reading {topic} ({isolation}) timed out")
-            for tp, records in consumer.poll(timeout_ms=200).items():
-                out[tp.partition] += [r.value for r in records]
-        return out
-    finally:
-        consumer.close()
+    """Every record's value of the topic up to its end offsets (the LSO for read_committed),
+    by partition, read by kafka-python with `isolation` ("read_committed"/"read_uncommitted")."""
+    found = read_records(cluster, topic, partitions, isolation, timeout)
+    return {p: [value for _, value in records] for p, records in found.items()}
 
 
 def read_all_confluent(

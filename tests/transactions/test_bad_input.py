@@ -8,14 +8,13 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 from transactions.helpers import read_all
 
-from gregor.devcluster import BrokerProcess, LocalCluster
+from gregor.devcluster import LocalCluster
 from gregor.protocol.apis.add_partitions_to_txn import (
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnTopic,
 )
 from gregor.protocol.apis.describe_transactions import DescribeTransactionsRequest
 from gregor.protocol.apis.end_txn import EndTxnRequest
-from gregor.protocol.apis.find_coordinator import FindCoordinatorRequest
 from gregor.protocol.apis.init_producer_id import InitProducerIdRequest
 from gregor.protocol.apis.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic
 from gregor.protocol.apis.txn_offset_commit import (
@@ -24,32 +23,10 @@ from gregor.protocol.apis.txn_offset_commit import (
     TxnOffsetCommitRequestTopic,
 )
 from gregor.protocol.errors import ErrorCode
-from gregor_testing.cluster import WireClient, create_topic, unique_topic, wait_for
+from gregor_testing.cluster import WireClient, create_topic, unique_topic
+from gregor_testing.faults import GROUP_KEY, TRANSACTION_KEY, find_coordinator
 
 E = ErrorCode
-
-
-def coordinator(cluster: LocalCluster, key: str, key_type: int) -> BrokerProcess:
-    found: list[int] = []
-
-    def ask() -> bool:
-        for broker in cluster.brokers:
-            if not broker.is_running():
-                continue
-            try:
-                with WireClient(broker) as conn:
-                    request = FindCoordinatorRequest(key=key, key_type=key_type)
-                    response = conn.request(request, 2)
-            except OSError:
-                continue
-            # A killed broker is named until the controller moves its partitions.
-            if response.error_code == E.NONE and cluster.broker(response.node_id).is_running():
-                found.append(response.node_id)
-                return True
-        return False
-
-    wait_for(ask, 60, f"the coordinator of {key}")
-    return cluster.broker(found[-1])
 
 
 def init(conn: WireClient, tid: str, timeout_ms: int = 60000) -> tuple[int, int, int]:
@@ -73,7 +50,7 @@ def test_bad_requests(txn_cluster: LocalCluster) -> None:
     topic = unique_topic("txn-bad")
     create_topic(txn_cluster, topic, partitions=1, replication_factor=3)
     tid = unique_topic("tid-bad")
-    with WireClient(coordinator(txn_cluster, tid, 1)) as conn:
+    with WireClient(find_coordinator(txn_cluster, tid, TRANSACTION_KEY)) as conn:
         # A transaction timeout of 0, or over transaction.max.timeout.ms: nothing is created.
         assert init(conn, tid, 0)[0] == E.INVALID_TRANSACTION_TIMEOUT
         assert init(conn, tid, 900_001)[0] == E.INVALID_TRANSACTION_TIMEOUT
@@ -118,7 +95,7 @@ def test_txn_offset_commit_for_a_gone_generation(txn_cluster: LocalCluster) -> N
     topic = unique_topic("txn-gen")
     create_topic(txn_cluster, topic, partitions=1, replication_factor=3)
     group = unique_topic("g-gone")
-    with WireClient(coordinator(txn_cluster, group, 0)) as conn:
+    with WireClient(find_coordinator(txn_cluster, group, GROUP_KEY)) as conn:
         commit = TxnOffsetCommitRequest(
             transactional_id="whoever",
             group_id=group,

@@ -10,10 +10,10 @@ from collections.abc import Callable
 
 from confluent_kafka import Producer
 from transactions.helpers import read_all
-from transactions.test_bad_input import coordinator
 
 from gregor.devcluster import LocalCluster
 from gregor_testing.cluster import create_topic, unique_topic, wait_unregistered
+from gregor_testing.faults import TRANSACTION_KEY, find_coordinator
 
 FAILOVER_PROPERTIES = {
     "transaction.state.log.num.partitions": "3",
@@ -29,12 +29,12 @@ def test_coordinator_killed_mid_transaction(cluster_factory: Callable[..., Local
     tid, abandoned_tid = unique_topic("tid-goes-on"), unique_topic("tid-abandoned")
     goes_on = Producer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": tid})
     goes_on.init_transactions(60)
-    victim = coordinator(cluster, tid, 1)
+    victim = find_coordinator(cluster, tid, TRANSACTION_KEY)
     abandoned = None
     # An abandoned transaction on the same coordinator, if its id lands there.
     for i in range(50):
         candidate = f"{abandoned_tid}-{i}"
-        if coordinator(cluster, candidate, 1) is victim:
+        if find_coordinator(cluster, candidate, TRANSACTION_KEY) is victim:
             abandoned = Producer(
                 {
                     "bootstrap.servers": cluster.bootstrap_servers,
@@ -58,7 +58,7 @@ def test_coordinator_killed_mid_transaction(cluster_factory: Callable[..., Local
     wait_unregistered(cluster, victim.broker_id)
     # The producer finds the new coordinator and commits there.
     goes_on.commit_transaction(120)
-    assert coordinator(cluster, tid, 1) is not victim
+    assert find_coordinator(cluster, tid, TRANSACTION_KEY) is not victim
     # The abandoned transaction is aborted at its timeout: read_committed gets to the end.
     seen = read_all(cluster, topic, 2, "read_committed", timeout=120)
     assert seen == {p: [f"kept-{i}".encode() for i in range(p, 10, 2)] for p in range(2)}

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from transactions.helpers import read_all
-from transactions.test_bad_input import coordinator, init
+from transactions.test_bad_input import init
 
 from gregor.devcluster import LocalCluster
 from gregor.protocol.apis.add_partitions_to_txn import (
@@ -24,6 +24,7 @@ from gregor.protocol.apis.produce import PartitionProduceData, ProduceRequest, T
 from gregor.protocol.errors import ErrorCode
 from gregor.protocol.records import BatchBuilder
 from gregor_testing.cluster import WireClient, create_topic, leader_of, unique_topic
+from gregor_testing.faults import TRANSACTION_KEY, find_coordinator
 
 E = ErrorCode
 
@@ -60,7 +61,7 @@ def test_produce_to_a_partition_not_in_the_transaction(txn_cluster: LocalCluster
     topic = unique_topic("txn-verify")
     create_topic(txn_cluster, topic, partitions=2, replication_factor=3)
     tid = unique_topic("tid-verify")
-    with WireClient(coordinator(txn_cluster, tid, 1)) as coord:
+    with WireClient(find_coordinator(txn_cluster, tid, TRANSACTION_KEY)) as coord:
         error, pid, epoch = init(coord, tid)
         assert error == E.NONE
         add = AddPartitionsToTxnRequest(
