@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, TypeVar
 
 from gregor.client.consumer.base import ConsumerBase
+from gregor.client.consumer.batches import FetchedBatch, take_batches
 from gregor.client.consumer.core import ConsumerCore, IoStep, ListenerCall, SpawnStep
 from gregor.client.consumer.records import ConsumerRecord
 from gregor.client.runtime import AsyncBridge, AsyncClient, ClientClosedError, Signal, awaiting
 from gregor.client.types import OffsetAndMetadata, TopicPartition
+
+T = TypeVar("T")
 
 
 class AsyncConsumer(ConsumerBase, AsyncClient):
@@ -56,6 +59,16 @@ class AsyncConsumer(ConsumerBase, AsyncClient):
         seconds for the first."""
         return await self._fetch(max_records or self.config.max_poll_records, timeout)
 
+    async def getmany_batches(
+        self, max_records: int | None = None, timeout: float | None = 0.0
+    ) -> list[FetchedBatch]:
+        """Fetched record batches as bytes, whole fetches at a time up to about
+        `max_records` records (default: max.poll.records), waiting up to `timeout` seconds
+        for the first (see consumer/batches.py)."""
+        return await self._take_waiting(
+            take_batches, max_records or self.config.max_poll_records, timeout
+        )
+
     def __aiter__(self) -> AsyncIterator[ConsumerRecord]:
         return self._iterate()
 
@@ -65,6 +78,11 @@ class AsyncConsumer(ConsumerBase, AsyncClient):
                 yield record
 
     async def _fetch(self, max_records: int, timeout: float | None) -> list[ConsumerRecord]:
+        return await self._take_waiting(ConsumerCore.take, max_records, timeout)
+
+    async def _take_waiting(
+        self, take: Callable[[ConsumerCore, int], list[T]], max_records: int, timeout: float | None
+    ) -> list[T]:
         self._ensure_open()
         core = self._core
         data = self._data
@@ -79,7 +97,7 @@ class AsyncConsumer(ConsumerBase, AsyncClient):
                     return []
                 raise
             data.clear()
-            records = core.take(max_records)
+            records = take(core, max_records)
             if records:
                 return records
             remaining = None if deadline is None else deadline - time.monotonic()

@@ -214,6 +214,35 @@ class Accumulator:
             self.wake_sender()
         return _new_tuple(self.future_type, (batch, index, timestamp))
 
+    def append_batch(self, batch: ProducerBatch, partitions: int) -> bool:
+        """Queue a batch encoded elsewhere (see batches.py), complete as it is, after
+        everything appended to its partition so far; False when buffer.memory has no room
+        for it now (a batch larger than all of it goes when the buffer is empty)."""
+        tp = batch.tp
+        with self.lock:
+            if self.stopped is not None:
+                raise self.stopped
+            if self.memory_used and self.memory_used + batch.size > self.buffer_memory:
+                return False
+            open_batches = self._open.get(tp.topic)
+            if open_batches is None or tp.partition >= len(open_batches):
+                open_batches = self._add_topic(tp.topic, partitions)
+            previous = open_batches[tp.partition]
+            if previous is not None:
+                previous.is_open = False  # records produced after it go in a batch after it
+                open_batches[tp.partition] = None
+            batch.order = (next(self._order),)
+            batch.created = monotonic()
+            batch.is_open = False
+            self._queues.setdefault(tp, deque()).append(batch)
+            self.memory_used += batch.size
+            self.incomplete += 1
+            wake = self.sender_idle
+            self.sender_idle = False
+        if wake:
+            self.wake_sender()
+        return True
+
     @staticmethod
     def has_native_append() -> bool:
         return _native_append is not None

@@ -23,6 +23,7 @@ import trio
 
 from gregor.client.config import ProducerConfig
 from gregor.client.producer.batch import DeliveryCallback, ProducerBatch, RecordFuture
+from gregor.client.producer.batches import append_batch
 from gregor.client.producer.core import Headers, NeedMetadata, ProducerCore
 from gregor.client.runtime import AsyncBridge, AsyncClient, Signal, awaiting, current_library
 from gregor.client.types import RecordMetadata
@@ -115,6 +116,26 @@ class AsyncProducer(AsyncClient):
             # The sender runs in this loop: a record that starts a batch (likely the one
             # before it filled up) lets it ship, so a loop that never waits still streams.
             await trio.lowlevel.checkpoint()
+        return future  # type: ignore[return-value]  # the accumulator makes AsyncRecordFutures
+
+    async def produce_batch(
+        self, topic: str, partition: int, data: bytes | bytearray | memoryview
+    ) -> AsyncRecordFuture:
+        """Queue one record batch encoded elsewhere (v2, e.g. as a consumer fetched it), to
+        be sent as it is: no record is decoded or recompressed (see producer/batches.py).
+        Await the returned future for the metadata of its first record: the base offset
+        the broker assigned (record `i` of the batch is at that offset + i)."""
+        append = functools.partial(append_batch, self._core, topic, partition, data)
+        if self._changed is None:
+            raise RuntimeError("the producer is not started (use `async with`)")
+        try:
+            future = append()
+        except NeedMetadata:
+            future = None
+        if future is None:
+            future = await self._produce_waiting(append, topic)
+        elif self._shares_loop:
+            await trio.lowlevel.checkpoint()  # the sender runs in this loop: let it ship
         return future  # type: ignore[return-value]  # the accumulator makes AsyncRecordFutures
 
     async def _produce_waiting(

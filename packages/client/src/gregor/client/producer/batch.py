@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from gregor.client.types import RecordMetadata, TopicPartition
 from gregor.protocol.errors import KafkaError, RequestTimedOutError
@@ -62,6 +62,9 @@ class ProducerBatch:
         "tp",
         "unsettled_parts",
     )
+
+    # MESSAGE_TOO_LARGE splits a batch of several records in two (see sender.py).
+    splittable: ClassVar[bool] = True
 
     def __init__(
         self,

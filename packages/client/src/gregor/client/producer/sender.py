@@ -281,7 +281,12 @@ class Sender:
         if code == ErrorCode.NONE or code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
             self._succeed(batch, base_offset, log_append_time)
             return
-        if code == ErrorCode.MESSAGE_TOO_LARGE and batch.count > 1 and batch.producer_id < 0:
+        if (
+            code == ErrorCode.MESSAGE_TOO_LARGE
+            and batch.count > 1
+            and batch.producer_id < 0
+            and batch.splittable
+        ):
             # Over the topic's max.message.bytes as one batch: send its records in two
             # halves, as the Java client does. (With a producer id the broker numbered this
             # batch's sequences; it fails as sent.)
