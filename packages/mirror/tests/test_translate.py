@@ -44,14 +44,37 @@ def test_store_keeps_run_boundaries_and_replaces_on_restart() -> None:
     assert store.last(TP) == (12, 15)
 
 
+def singles(upstream: list[int], downstream: list[int]) -> list[tuple[int, int, int]]:
+    """Records produced one by one: a run each."""
+    return [(u, d, 1) for u, d in zip(upstream, downstream, strict=True)]
+
+
 def test_boundaries_of_chunks() -> None:
-    assert boundaries(None, [0, 1, 2], [0, 1, 2]) == [(0, 0), (2, 2)]
-    assert boundaries((2, 2), [3, 4], [3, 4]) == [(4, 4)]
-    assert boundaries((2, 2), [3], [3]) == [(3, 3)]
-    assert boundaries(None, [5], [0]) == [(5, 0)]
-    assert boundaries((2, 2), [5, 6, 9], [3, 4, 5]) == [(5, 3), (6, 4), (9, 5)]
+    assert boundaries(None, singles([0, 1, 2], [0, 1, 2])) == [(0, 0), (2, 2)]
+    assert boundaries((2, 2), singles([3, 4], [3, 4])) == [(4, 4)]
+    assert boundaries((2, 2), singles([3], [3])) == [(3, 3)]
+    assert boundaries(None, singles([5], [0])) == [(5, 0)]
+    assert boundaries((2, 2), singles([5, 6, 9], [3, 4, 5])) == [(5, 3), (6, 4), (9, 5)]
     # A retried batch written twice on the target: the jump is downstream.
-    assert boundaries(None, [0, 1, 2, 3], [0, 1, 4, 5]) == [(0, 0), (1, 1), (2, 4), (3, 5)]
+    assert boundaries(None, singles([0, 1, 2, 3], [0, 1, 4, 5])) == [
+        (0, 0),
+        (1, 1),
+        (2, 4),
+        (3, 5),
+    ]
+
+
+def test_boundaries_of_batches_passed_through() -> None:
+    # Batches of 100 and 50 records back to back, then one after a transaction marker.
+    runs = [(0, 0, 100), (100, 100, 50), (151, 150, 10)]
+    assert boundaries(None, runs) == [(0, 0), (149, 149), (151, 150), (160, 159)]
+    assert boundaries((160, 159), [(161, 160, 5)]) == [(165, 164)]
+    # Batches mixed with records produced one by one (a refused record left out).
+    assert boundaries((165, 164), [(166, 165, 2), (168, 167, 1), (170, 168, 3)]) == [
+        (168, 167),
+        (170, 168),
+        (172, 170),
+    ]
 
 
 @st.composite
@@ -80,7 +103,7 @@ def test_every_committed_offset_translates_to_the_next_record(
     for chunk in chunks:
         down = list(range(downstream, downstream + len(chunk)))
         downstream += len(chunk)
-        store.add_all(OffsetSync(TP, u, d) for u, d in boundaries(previous, chunk, down))
+        store.add_all(OffsetSync(TP, u, d) for u, d in boundaries(previous, singles(chunk, down)))
         previous = (chunk[-1], down[-1])
         where.update(zip(chunk, down, strict=True))
     for committed in range(upstream[0], upstream[-1] + 2):

@@ -12,6 +12,7 @@ target only while the group has no members there, and only forward, as MM2 does 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -27,6 +28,7 @@ from gregor.client import (
 )
 from gregor.mirror import schema
 from gregor.mirror.config import FlowConfig
+from gregor.mirror.metrics import FlowMetrics
 from gregor.mirror.offset_sync import SyncStore
 from gregor.mirror.topics import COMPACTED, ensure_topic, read_to_end
 
@@ -85,8 +87,10 @@ class CheckpointTask:
         flow: FlowConfig,
         store: SyncStore,
         mirrored: Callable[[], Mapping[TopicPartition, TopicPartition]],
+        metrics: FlowMetrics | None = None,
     ) -> None:
         self.flow = flow
+        self.metrics = metrics or FlowMetrics(flow.name)
         self.store = store
         self.mirrored = mirrored  # source partition -> target partition, as of now
         self.emitted: dict[tuple[str, TopicPartition], Checkpoint] = {}
@@ -106,11 +110,15 @@ class CheckpointTask:
             self.emitted = await read_checkpoints(target.consumer_config(), topic)
             next_sync = trio.current_time()
             while True:
+                started = time.monotonic()
                 checkpoints = await self.checkpoints(source_admin)
                 fresh = [c for c in checkpoints if self.emitted.get((c.group, c.partition)) != c]
                 for c in fresh:
                     await producer.produce(topic, c.value(), c.key(), partition=0)
                 await producer.flush()
+                if fresh:
+                    latency = round((time.monotonic() - started) * 1000)
+                    self.metrics.checkpoint_latency.add(latency)
                 for c in fresh:
                     self.emitted[c.group, c.partition] = c
                 if flow.sync_group_offsets and trio.current_time() >= next_sync:

@@ -2,13 +2,17 @@
 checkpoints, in one nursery.
 
 The copier reads the mirrored partitions from the source (one consumer, no group) and
-produces each record to the same partition of the remote topic (one producer): key, value,
-headers and timestamp as they were. A chunk of a partition's records is followed, once
-delivered, by its offset syncs (see offset_sync), and only then does it count as copied.
-A restart resumes after each partition's last sync, so delivery is at least once: only
-what was delivered but not yet synced is sent again. Exactly once needs a transactional
-producer on the target (records and syncs in one transaction); `Copier.deliver` is where it
-would commit.
+writes them to the same partition of the remote topic (one producer). Fetched record
+batches pass through as bytes, still compressed: the target broker assigns their offsets,
+and a batch's records keep their offset deltas, so a batch maps its source base offset to
+its target base offset. A batch that cannot pass (a compacted one with offset gaps, one
+begun before the resume point, log-append-time timestamps, one the target refused) has its
+records produced one by one: key, value, headers and timestamp as they were. A chunk of a
+partition's batches is followed, once delivered, by its offset syncs (see offset_sync),
+and only then does it count as copied. A restart resumes after each partition's last sync,
+so delivery is at least once: only what was delivered but not yet synced is sent again.
+Exactly once needs a transactional producer on the target (records and syncs in one
+transaction); `Copier.deliver` is where it would commit.
 
 Any error (a cluster unreachable past the clients' timeouts, a record the target refuses, a
 topic gone) is logged, and the flow starts over from its syncs after a backoff: nothing is
@@ -24,6 +28,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from itertools import groupby
 from operator import attrgetter
+from typing import NamedTuple
 
 import trio
 
@@ -31,12 +36,13 @@ from gregor.client import (
     AsyncAdminClient,
     AsyncConsumer,
     AsyncProducer,
-    ConsumerRecord,
     TopicPartition,
 )
+from gregor.client.consumer.batches import FetchedBatch
 from gregor.client.producer.aio import AsyncRecordFuture
 from gregor.mirror.checkpoints import CheckpointTask
 from gregor.mirror.config import FlowConfig
+from gregor.mirror.metrics import FlowMetrics, now_ms
 from gregor.mirror.offset_sync import OffsetSync, Sync, SyncStore
 from gregor.mirror.topics import COMPACTED, TopicSync, ensure_topic, read_to_end
 from gregor.protocol.errors import (
@@ -46,6 +52,7 @@ from gregor.protocol.errors import (
     MessageTooLargeError,
     RecordListTooLargeError,
 )
+from gregor.protocol.records import TimestampType
 
 log = logging.getLogger("gregor.mirror")
 
@@ -53,60 +60,85 @@ log = logging.getLogger("gregor.mirror")
 REFUSED = (MessageTooLargeError, RecordListTooLargeError, InvalidRecordError, InvalidTimestampError)
 IN_FLIGHT_CHUNKS = 64  # chunks produced and not yet synced, per flow
 BACKOFF_MAX = 30.0
+REPORT_INTERVAL = 30.0
+
+
+class Piece(NamedTuple):
+    """Records at consecutive source offsets sent as one: a fetched batch passed through
+    as it is (`size` its bytes), or one record (`size` 0)."""
+
+    upstream: int  # the source offset of its first record
+    records: int
+    outcome: AsyncRecordFuture | KafkaError  # delivery of its first record
+    size: int  # bytes (of the batch as fetched, or the record's key and value)
+    timestamp: int  # of its newest record
+    passed: bool  # a batch passed through
 
 
 class Chunk:
-    """Consecutive records of one partition as fetched, and their deliveries."""
+    """Consecutive pieces of one partition as fetched."""
 
-    __slots__ = ("futures", "partition", "upstream")
+    __slots__ = ("partition", "pieces")
 
-    def __init__(
-        self,
-        partition: TopicPartition,
-        upstream: list[int],
-        futures: list[AsyncRecordFuture | KafkaError],
-    ) -> None:
+    def __init__(self, partition: TopicPartition, pieces: list[Piece]) -> None:
         self.partition = partition
-        self.upstream = upstream
-        self.futures = futures
+        self.pieces = pieces
 
 
-def boundaries(previous: Sync | None, upstream: list[int], downstream: list[int]) -> list[Sync]:
+# A run of records copied to consecutive offsets: (source offset, target offset, count).
+Run = tuple[int, int, int]
+
+
+def boundaries(previous: Sync | None, runs: list[Run]) -> list[Sync]:
     """The syncs a delivered chunk needs: its first record unless it follows `previous` (the
     last record copied before it, already synced) straight on, both records around every
     jump, and its last record."""
-    first = (upstream[0], downstream[0])
-    last = (upstream[-1], downstream[-1])
-    count = len(upstream)
-    straight_on = previous is not None and first == (previous[0] + 1, previous[1] + 1)
-    if last[0] - first[0] == count - 1 and last[1] - first[1] == count - 1:
-        return [last] if straight_on else [first, last] if count > 1 else [first]
-    syncs = [] if straight_on else [first]
-    for i in range(1, count):
-        if upstream[i] != upstream[i - 1] + 1 or downstream[i] != downstream[i - 1] + 1:
-            before = (upstream[i - 1], downstream[i - 1])
-            if not syncs or syncs[-1] != before:
-                syncs.append(before)
-            syncs.append((upstream[i], downstream[i]))
-    if syncs[-1] != last:
-        syncs.append(last)
+    merged: list[list[int]] = []
+    for u, d, n in runs:
+        if merged and u == merged[-1][0] + merged[-1][2] and d == merged[-1][1] + merged[-1][2]:
+            merged[-1][2] += n
+        else:
+            merged.append([u, d, n])
+    syncs: list[Sync] = []
+    u, d, _ = merged[0]
+    if previous is None or (u, d) != (previous[0] + 1, previous[1] + 1):
+        syncs.append((u, d))
+    for i, (u, d, n) in enumerate(merged):
+        if i:
+            syncs.append((u, d))
+        last = (u + n - 1, d + n - 1)
+        if not syncs or syncs[-1] != last:
+            syncs.append(last)
     return syncs
 
 
+class BatchRefused(Exception):
+    """The target refused a batch passed through: the flow starts over from its syncs, and
+    that batch's records then go one by one (so a refused record is isolated)."""
+
+
 class Copier:
-    """Copies the flow's partitions until told to stop (or a change), or fails."""
+    """Copies the flow's partitions until told to stop (or a change), or fails.
+
+    Fetched batches pass through as bytes (`produce_batch`) when they can: whole, with
+    dense offsets, create-time timestamps, and not too large for the target (as far as
+    its refusals told). Otherwise their records are produced one by one.
+    """
 
     def __init__(
         self,
         flow: FlowConfig,
         store: SyncStore,
         partitions: Mapping[TopicPartition, TopicPartition],
+        one_by_one: OneByOne | None = None,
+        metrics: FlowMetrics | None = None,
     ) -> None:
         self.flow = flow
         self.store = store
         self.partitions = dict(partitions)
+        self.one_by_one = one_by_one or OneByOne()
+        self.metrics = metrics or FlowMetrics(flow.name)
         self.stop = trio.Event()
-        self.copied = 0  # records, for the log
         self.refused = 0  # records the target refused (each reported)
         self._last: dict[TopicPartition, Sync] = {}  # the last record copied this run
 
@@ -145,26 +177,56 @@ class Copier:
         producer: AsyncProducer,
         send: trio.MemorySendChannel[Chunk],
     ) -> None:
-        """Fetch and produce, a partition's run of records at a time, until stopped."""
+        """Fetch and produce, a partition's run of batches at a time, until stopped."""
         partitions = self.partitions
-        produce = producer.produce
+        read = self.metrics.read
         while not self.stop.is_set():
-            records = await consumer.getmany(timeout=0.5)
-            for (topic, partition), run in groupby(records, key=attrgetter("topic", "partition")):
-                source = TopicPartition(topic, partition)
+            batches = await consumer.getmany_batches(timeout=0.5)
+            now = now_ms()
+            for source, run in groupby(batches, key=attrgetter("topic_partition")):
                 target = partitions[source]
-                chunk: list[ConsumerRecord] = list(run)
-                futures: list[AsyncRecordFuture | KafkaError] = []
-                for r in chunk:
-                    try:
-                        future = await produce(
-                            target.topic, r.value, r.key, target.partition, r.headers, r.timestamp
-                        )
-                    except REFUSED as exc:  # over max.request.size: refused before sending
-                        futures.append(exc)
-                    else:
-                        futures.append(future)
-                await send.send(Chunk(source, [r.offset for r in chunk], futures))
+                pieces: list[Piece] = []
+                for batch in run:
+                    timestamp = batch.header.max_timestamp
+                    read(source, timestamp, now)
+                    if self.one_by_one.passes(source, target, batch):
+                        data = batch.data
+                        try:
+                            future = await producer.produce_batch(
+                                target.topic, target.partition, data
+                            )
+                        except REFUSED:  # over max.request.size: refused before sending
+                            pass
+                        else:
+                            pieces.append(
+                                Piece(
+                                    batch.base_offset,
+                                    batch.records_count,
+                                    future,
+                                    len(data),
+                                    timestamp,
+                                    True,
+                                )
+                            )
+                            continue
+                    await self._produce_records(producer, target, batch, pieces)
+                await send.send(Chunk(source, pieces))
+
+    @staticmethod
+    async def _produce_records(
+        producer: AsyncProducer, target: TopicPartition, batch: FetchedBatch, pieces: list[Piece]
+    ) -> None:
+        produce = producer.produce
+        for r in batch.records():
+            outcome: AsyncRecordFuture | KafkaError
+            try:
+                outcome = await produce(
+                    target.topic, r.value, r.key, target.partition, r.headers, r.timestamp
+                )
+            except REFUSED as exc:  # over max.request.size: refused before sending
+                outcome = exc
+            size = (len(r.key) if r.key else 0) + (len(r.value) if r.value else 0)
+            pieces.append(Piece(r.offset, 1, outcome, size, r.timestamp, False))
 
     async def deliver(
         self,
@@ -188,47 +250,87 @@ class Copier:
                         break
                 written: list[OffsetSync] = []
                 for chunk in chunks:
-                    upstream, downstream = await self._delivered(chunk)
-                    if not upstream:
+                    runs = await self._delivered(chunk)
+                    if not runs:
                         continue
                     tp = chunk.partition
-                    for u, d in boundaries(self._last.get(tp), upstream, downstream):
+                    for u, d in boundaries(self._last.get(tp), runs):
                         sync = OffsetSync(tp, u, d)
                         await syncs.produce(topic, sync.value(), sync.key(), partition=0)
                         written.append(sync)
-                    self._last[tp] = (upstream[-1], downstream[-1])
-                    self.copied += len(upstream)
+                    u, d, n = runs[-1]
+                    self._last[tp] = (u + n - 1, d + n - 1)
                 await syncs.flush()
                 self.store.add_all(written)
 
-    async def _delivered(self, chunk: Chunk) -> tuple[list[int], list[int]]:
-        """The chunk's source offsets and where they landed, once all are delivered. A record
-        the target refuses for itself (too large, invalid) is reported and left out: the
-        syncs then bracket the gap, and the rest of the partition goes on. Any other failure
-        raises: the flow starts over from its syncs."""
-        upstream: list[int] = []
-        downstream: list[int] = []
-        for offset, future in zip(chunk.upstream, chunk.futures, strict=True):
+    async def _delivered(self, chunk: Chunk) -> list[Run]:
+        """Where the chunk's records landed, once all are delivered. A record the target
+        refuses for itself (too large, invalid) is reported and left out: the syncs then
+        bracket the gap, and the rest of the partition goes on. A batch passed through
+        that the target refuses raises BatchRefused; any other failure raises too: the
+        flow starts over from its syncs."""
+        runs: list[Run] = []
+        tp = chunk.partition
+        delivered = self.metrics.delivered
+        for piece in chunk.pieces:
+            outcome = piece.outcome
             try:
-                if isinstance(future, KafkaError):
-                    raise future
-                metadata = future.result() if future.done() else await future
+                if isinstance(outcome, KafkaError):
+                    raise outcome
+                metadata = outcome.result() if outcome.done() else await outcome
             except REFUSED as exc:
+                if piece.passed:
+                    self.one_by_one.refused(tp, self.partitions[tp], piece, exc)
+                    raise BatchRefused(
+                        f"{self.flow.name}: the target refused the batch of {tp.topic}-"
+                        f"{tp.partition} at offsets {piece.upstream}.."
+                        f"{piece.upstream + piece.records - 1} ({piece.size} bytes; "
+                        f"{type(exc).__name__}: {exc}); its records will be sent one by one"
+                    ) from exc
                 self.refused += 1
-                tp = chunk.partition
                 log.error(
                     "%s: record %s-%d at offset %d not copied: the target refused it (%s: %s)",
                     self.flow.name,
                     tp.topic,
                     tp.partition,
-                    offset,
+                    piece.upstream,
                     type(exc).__name__,
                     exc,
                 )
                 continue
-            upstream.append(offset)
-            downstream.append(metadata.offset)
-        return upstream, downstream
+            runs.append((piece.upstream, metadata.offset, piece.records))
+            delivered(tp, piece.records, piece.size, piece.timestamp)
+        return runs
+
+
+class OneByOne:
+    """Which fetched batches go record by record, as the target's refusals taught: batches
+    of a target partition at or over the size of one it refused as too large, and any
+    batch it refused for another reason. Kept across copier restarts."""
+
+    def __init__(self) -> None:
+        self.too_large: dict[TopicPartition, int] = {}  # target partition: refused size
+        self.batches: set[tuple[TopicPartition, int]] = set()  # (source, base offset)
+
+    def passes(self, source: TopicPartition, target: TopicPartition, batch: FetchedBatch) -> bool:
+        """Whether the batch goes through as it is."""
+        return (
+            batch.producible
+            and batch.header.timestamp_type is TimestampType.CREATE_TIME
+            and len(batch.data) < self.too_large.get(target, _NO_LIMIT)
+            and (source, batch.base_offset) not in self.batches
+        )
+
+    def refused(
+        self, source: TopicPartition, target: TopicPartition, piece: Piece, error: Exception
+    ) -> None:
+        if isinstance(error, MessageTooLargeError | RecordListTooLargeError):
+            self.too_large[target] = min(piece.size, self.too_large.get(target, _NO_LIMIT))
+        else:
+            self.batches.add((source, piece.upstream))
+
+
+_NO_LIMIT = 1 << 62
 
 
 async def keep_running(
@@ -267,10 +369,11 @@ class Flow:
     def __init__(self, flow: FlowConfig) -> None:
         self.flow = flow
         self.store = SyncStore()
-        self.copied = 0  # records, by copiers that ended
         self.refused = 0
         self.partitions: dict[TopicPartition, TopicPartition] = {}
         self.copier: Copier | None = None
+        self.one_by_one = OneByOne()
+        self.metrics = FlowMetrics(flow.name)
         self.stopping = False
 
     async def run(self) -> None:
@@ -304,18 +407,21 @@ class Flow:
             changed = trio.Event()
             nursery.start_soon(self._refresh, topics, changed)
             if flow.emit_checkpoints or flow.sync_group_offsets:
-                checkpoints = CheckpointTask(flow, self.store, lambda: self.partitions)
+                checkpoints = CheckpointTask(
+                    flow, self.store, lambda: self.partitions, self.metrics
+                )
                 nursery.start_soon(keep_running, f"{flow.name} checkpoints", checkpoints.run)
             nursery.start_soon(self._report)
             while not self.stopping:
-                self.copier = copier = Copier(flow, self.store, self.partitions)
+                self.copier = copier = Copier(
+                    flow, self.store, self.partitions, self.one_by_one, self.metrics
+                )
                 try:
                     async with trio.open_nursery() as copying:
                         copying.start_soon(_stop_on, changed, copier.stop)
                         await copier.run()
                         copying.cancel_scope.cancel()
                 finally:
-                    self.copied += copier.copied
                     self.refused += copier.refused
                     self.copier = None
                 if changed.is_set():
@@ -360,21 +466,16 @@ class Flow:
                 return
 
     async def _report(self) -> None:
-        last, then = 0, time.monotonic()
+        """The metrics, every REPORT_INTERVAL seconds: the flow's at INFO, then each
+        partition's at DEBUG."""
         while True:
-            await trio.sleep(30)
+            await trio.sleep(REPORT_INTERVAL)
             copier = self.copier
-            copied = self.copied + (copier.copied if copier else 0)
             refused = self.refused + (copier.refused if copier else 0)
-            now = time.monotonic()
-            log.info(
-                "%s: %d records copied, %.0f records/s, %d refused by the target",
-                self.flow.name,
-                copied,
-                (copied - last) / (now - then),
-                refused,
-            )
-            last, then = copied, now
+            first, *partitions = self.metrics.report()
+            log.info("%s, %d records refused by the target", first, refused)
+            for line in partitions:
+                log.debug("%s", line)
 
 
 async def _stop_on(event: trio.Event, stop: trio.Event) -> None:
