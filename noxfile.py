@@ -320,6 +320,20 @@ def txn_faults(session: nox.Session) -> None:
 
 
 @nox.session
+def mirror_faults(session: nox.Session) -> None:
+    """gregor-mirror SIGKILLed 5 times while 200,000 records are produced and copied, then
+    checked for every record on the target, in order; the duplicates (at least once) are
+    counted and printed (GREGOR_MIRROR_RECORDS, GREGOR_MIRROR_KILLS)."""
+    install(session, *PACKAGES, extra=[*LAUNCHER, *TEST_DEPS])
+    env = {
+        "GREGOR_MIRROR_RECORDS": os.environ.get("GREGOR_MIRROR_RECORDS", "200000"),
+        "GREGOR_MIRROR_KILLS": os.environ.get("GREGOR_MIRROR_KILLS", "5"),
+    }
+    test = "tests/mirror/test_mirror.py::test_sigkill_loses_nothing_and_translation_stays_exact"
+    session.run("pytest", test, "-s", "--timeout=3600", *session.posargs, env=env)
+
+
+@nox.session
 def bench_spark(session: nox.Session) -> None:
     """A batch read of 5,000,000 100-byte records from a 6-partition topic into Parquet on
     local[2], as a ratio to one confluent-kafka consumer writing Parquet with pyarrow

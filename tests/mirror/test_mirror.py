@@ -5,11 +5,13 @@
 - Failover: a group that committed on A resumes on B from the synced offsets, reading
   exactly the records after its commit, though B's offsets differ from A's.
 - SIGKILL of the mirror while producing loses nothing, and translation stays exact.
+- The target unreachable for a while: reported, retried, nothing lost.
 - Active-active A<->B: each side ends with its topic and one copy of the other's, no loops.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import uuid
 from collections.abc import Callable, Sequence
@@ -246,47 +248,79 @@ def test_group_fails_over_to_b_without_gap_or_reread(
     }
 
 
+# `nox -s mirror_faults` runs the kill test with 200,000 records.
+KILL_RECORDS = int(os.environ.get("GREGOR_MIRROR_RECORDS", "20000"))
+KILLS = int(os.environ.get("GREGOR_MIRROR_KILLS", "5"))
+
+
+def feed(
+    cluster_a: LocalCluster,
+    cluster_b: LocalCluster,
+    topic: str,
+    sent: list[Any],
+    failures: list[BaseException],
+) -> threading.Thread:
+    """Produce `sent` to A in steps of 500 from a thread, staying at most 3,000 records ahead
+    of the copy on B, so that the mirror is busy copying whenever something happens to it."""
+
+    def run() -> None:
+        try:
+            for i in range(0, len(sent), 500):
+                wait_for(
+                    lambda i=i: log_end(cluster_b, f"A.{topic}", 2) >= i - 3000, 300, "the copy"
+                )
+                produce(cluster_a, topic, sent[i : i + 500], "lz4")
+        except BaseException as exc:
+            failures.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def assert_all_copied(
+    cluster_a: LocalCluster, cluster_b: LocalCluster, topic: str, count: int
+) -> dict[int, list[Record]]:
+    """Every record of A is on B, in order; a record may be there more than once (at least
+    once): how many times is printed. Returns A's records."""
+    remote = f"A.{topic}"
+    source = strip(read(cluster_a, topic, 2, count))
+    wait_for(lambda: log_end(cluster_b, remote, 2) >= count, 300, "the copy")
+    copied: dict[int, list[Record]] = {}
+
+    def complete() -> bool:
+        copied.update(strip(read(cluster_b, remote, 2, log_end(cluster_b, remote, 2))))
+        return all(list(dict.fromkeys(copied[p])) == source[p] for p in range(2))
+
+    wait_for(complete, 300, "every record of A on B, in order")
+    total = sum(map(len, copied.values()))
+    print(f"{topic}: {count} records copied as {total}: {total - count} duplicates")
+    return source
+
+
+@pytest.mark.timeout(600 if KILL_RECORDS <= 20_000 else 3600)
 def test_sigkill_loses_nothing_and_translation_stays_exact(
     cluster_a: LocalCluster, cluster_b: LocalCluster, mirror_factory: Callable[..., MirrorProcess]
 ) -> None:
     topic = f"crash-{uuid.uuid4().hex[:6]}"
     create_topic(cluster_a, topic, 2, 2)
     settings = {"A->B.enabled": "true", "A->B.topics": topic}
-    sent = records(20_000, 2, "c")
+    sent = records(KILL_RECORDS, 2, "c")
     remote = f"A.{topic}"
     failures: list[BaseException] = []
-
-    def feed() -> None:
-        """Produce in steps, staying at most 3,000 records ahead of the copy, so the mirror
-        is busy copying whenever it is killed."""
-        try:
-            for i in range(0, len(sent), 500):
-                wait_for(lambda i=i: log_end(cluster_b, remote, 2) >= i - 3000, 120, "the copy")
-                produce(cluster_a, topic, sent[i : i + 500], "lz4")
-        except BaseException as exc:
-            failures.append(exc)
-
-    producing = threading.Thread(target=feed)
-    producing.start()
+    producing = feed(cluster_a, cluster_b, topic, sent, failures)
     mirror = mirror_factory(settings)
-    for _ in range(3):
+    step = KILL_RECORDS // (KILLS + 2)
+    for _ in range(KILLS):
         before = log_end(cluster_b, remote, 2)
         wait_for(
-            lambda before=before: log_end(cluster_b, remote, 2) > before + 1500, 90, "more copies"
+            lambda before=before: log_end(cluster_b, remote, 2) > before + step, 300, "more copies"
         )
         mirror.kill()
         mirror = mirror_factory(settings)
-    producing.join(300)
+    producing.join(1200)
     assert not failures and not producing.is_alive()
-    source = strip(read(cluster_a, topic, 2, len(sent)))
-    wait_for(lambda: log_end(cluster_b, remote, 2) >= len(sent), 120, "the copy")
-
-    def complete() -> bool:
-        copied = strip(read(cluster_b, remote, 2, log_end(cluster_b, remote, 2)))
-        # Everything is there, in order; a record may be there twice (at least once).
-        return all(list(dict.fromkeys(copied[p])) == source[p] for p in range(2))
-
-    wait_for(complete, 120, "every record of A on B, in order")
+    source = assert_all_copied(cluster_a, cluster_b, topic, len(sent))
     # A group that committed near the end of A resumes on B at exactly the next record.
     group = f"late-{uuid.uuid4().hex[:6]}"
     commits = {p: len(source[p]) - 100 for p in range(2)}
@@ -294,6 +328,37 @@ def test_sigkill_loses_nothing_and_translation_stays_exact(
     wait_for(lambda: len(committed_on(cluster_b, group, remote, 2)) == 2, 90, "group offsets")
     resumed = strip(read(cluster_b, remote, 2, 200, group=group))
     assert resumed == {p: source[p][-100:] for p in range(2)}
+
+
+def test_an_unreachable_target_is_reported_and_retried_and_nothing_is_lost(
+    cluster_a: LocalCluster, cluster_b: LocalCluster, mirror_factory: Callable[..., MirrorProcess]
+) -> None:
+    """B goes down while the mirror copies and A keeps receiving records: the mirror logs
+    why it cannot deliver, keeps running and retrying, and once B is back every record
+    gets there, in order."""
+    topic = f"unreachable-{uuid.uuid4().hex[:6]}"
+    create_topic(cluster_a, topic, 2, 2)
+    settings = {
+        "A->B.enabled": "true",
+        "A->B.topics": topic,
+        # Deliveries to B give up within seconds (not 2 minutes), so the outage shows.
+        "B.producer.request.timeout.ms": "3000",
+        "B.producer.delivery.timeout.ms": "6000",
+    }
+    sent = records(6000, 2, "u")
+    produce(cluster_a, topic, sent[:2000], "lz4")
+    mirror = mirror_factory(settings)
+    wait_for(lambda: log_end(cluster_b, f"A.{topic}", 2) >= 2000, 90, "the first copies")
+    cluster_b.stop()
+    try:
+        produce(cluster_a, topic, sent[2000:4000], "lz4")
+        wait_for(lambda: "A->B failed (" in mirror.log_tail(50_000), 120, "the failure reported")
+        assert mirror.process is not None and mirror.process.poll() is None
+    finally:
+        cluster_b.start()
+    produce(cluster_a, topic, sent[4000:], "lz4")
+    assert_all_copied(cluster_a, cluster_b, topic, len(sent))
+    assert mirror.process is not None and mirror.process.poll() is None
 
 
 def test_active_active_without_loops(
