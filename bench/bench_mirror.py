@@ -6,8 +6,9 @@ Each cluster is one broker with a ZooKeeper of its own. The records are produced
 each copier then copies the whole topic, and is timed from its start until B holds every
 record. Printed: records/s and the copier's CPU seconds per million records (all its
 threads), and the ratios to the baseline. The issue's goal is >= 2x the records/s at
-<= 0.5x the CPU per record; batch pass-through, which gregor-client's public API does not
-offer yet, is what would make that possible.
+<= 0.5x the CPU per record: gregor-mirror passes the fetched batches through as bytes
+(gregor-client's `getmany_batches` and `produce_batch`), where the loop decodes and
+re-encodes every record.
 
     python bench/bench_mirror.py [--records N] [--partitions P]
 """
