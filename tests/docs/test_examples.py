@@ -172,7 +172,7 @@ def test_readme_examples_run(readme_cluster: LocalCluster, readme: str, tmp_path
 def test_examples_are_found() -> None:
     """The parser sees the examples the READMEs hold (a broken fence would hide them)."""
     client = examples("packages/client/README.md")
-    assert [e.lang for e in client] == ["python", "python", "python", "python"]
+    assert [e.lang for e in client] == ["python"] * 5
     assert client[0].expect == ("produced at offset", "consumed")
     assert client[1].interrupt_after == "consumed"
     assert [e.lang for e in examples("README.md")] == ["sh"]
