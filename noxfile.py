@@ -212,6 +212,18 @@ def topology_cycles(session: nox.Session) -> None:
 
 
 @nox.session
+def faults(session: nox.Session) -> None:
+    """Jepsen-style fault runs on dc1's cluster of the namespace topology (needs root):
+    `nox -s faults -- --runs N --seed S [--seconds T]`; prints a table and a total line.
+    The default suite runs a short variant (tests/faults)."""
+    install(session, *PACKAGES, extra=[*LAUNCHER, *TEST_DEPS])
+    tests = str(ROOT / "tests")
+    session.run(
+        "python", "-m", "gregor_testing.faultruns", *session.posargs, env={"PYTHONPATH": tests}
+    )
+
+
+@nox.session
 def docs(session: nox.Session) -> None:
     """Regenerate docs/configuration.md from the config declarations (a test checks it)."""
     install(session, *PACKAGES)

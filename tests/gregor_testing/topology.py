@@ -13,7 +13,7 @@ import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -33,11 +33,14 @@ requires_netns = pytest.mark.skipif(
 
 
 @contextmanager
-def topology_up(directory: Path, services: bool = True) -> Iterator[NetnsTopology]:
-    """The topology of infra/topology.toml up under `directory`, and down after, also when
-    the test fails (its brokers' and ZooKeepers' logs stay in `directory`)."""
+def topology_up(
+    directory: Path, services: bool = True, datacenters: Collection[str] | None = None
+) -> Iterator[NetnsTopology]:
+    """The topology of infra/topology.toml up under `directory` (the services of
+    `datacenters` only, if given), and down after, also when the test fails (its brokers'
+    and ZooKeepers' logs stay in `directory`)."""
     topology = NetnsTopology(load(DESCRIPTION), directory)
-    topology.up(services)
+    topology.up(services, datacenters=datacenters)
     try:
         yield topology
     finally:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,10 +77,16 @@ class NetnsTopology:
     def state_path(self) -> Path:
         return self.directory / STATE_FILE
 
-    def up(self, services: bool = True, timeout: float = 120.0) -> None:
+    def up(
+        self,
+        services: bool = True,
+        timeout: float = 120.0,
+        datacenters: Collection[str] | None = None,
+    ) -> None:
         """Build the network (after removing what an earlier run left), then start every
-        ZooKeeper ensemble and broker and return once all serve. On any failure, or an
-        interrupt, everything is torn down again."""
+        ZooKeeper ensemble and broker (of `datacenters` only, if given: a test of one
+        cluster spares the machine the other) and return once all serve. On any failure, or
+        an interrupt, everything is torn down again."""
         teardown(self.directory, self.prefix)
         self.services = services
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -89,7 +95,7 @@ class NetnsTopology:
         try:
             self._build_network()
             if services:
-                self._start_services(timeout)
+                self._start_services(timeout, datacenters)
         except BaseException:
             self.down()
             raise
@@ -179,11 +185,13 @@ class NetnsTopology:
         namespaces.ip("-n", namespace, "link", "set", "eth0", "up")
         namespaces.ip("-n", namespace, "route", "add", "default", "via", str(dc.gateway))
 
-    def _start_services(self, timeout: float) -> None:
+    def _start_services(self, timeout: float, datacenters: Collection[str] | None) -> None:
         """Every datacenter's ZooKeeper ensemble (its members launched together), then every
         broker at once."""
-        zookeepers = [self._zookeeper(h) for h in self._hosts(("zookeeper",))]
-        brokers = [self._broker(h) for h in self._hosts(("broker",))]
+        wanted = datacenters or self.topology.datacenters
+        chosen = [h for h in self._hosts(("zookeeper", "broker")) if h.datacenter in wanted]
+        zookeepers = [self._zookeeper(h) for h in chosen if h.service == "zookeeper"]
+        brokers = [self._broker(h) for h in chosen if h.service == "broker"]
         for zookeeper in zookeepers:
             zookeeper.launch()
         for zookeeper in zookeepers:

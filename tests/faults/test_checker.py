@@ -1,0 +1,70 @@
+"""The checker of a Jepsen-style history (no processes): it finds each kind of anomaly it
+reports, and nothing in a clean history."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gregor_testing.history import GAP, History, Report, check, unavailable
+from gregor_testing.schedules import schedule
+
+
+def write(path: Path, events: list[tuple[str, dict[str, object]]]) -> Report:
+    history = History(path)
+    for op, fields in events:
+        history.write(op, **fields)
+    history.close()
+    return check(path)
+
+
+def sent(*ids: str) -> list[tuple[str, dict[str, object]]]:
+    return [("send", {"id": i, "key": "k", "producer": i.split(":")[0]}) for i in ids]
+
+
+def ack(record_id: str, partition: int, offset: int) -> tuple[str, dict[str, object]]:
+    return ("ack", {"id": record_id, "partition": partition, "offset": offset})
+
+
+def read(record_id: str, partition: int, offset: int) -> tuple[str, dict[str, object]]:
+    return ("read", {"id": record_id, "partition": partition, "offset": offset})
+
+
+def test_a_clean_history_has_nothing_wrong(tmp_path: Path) -> None:
+    events = [*sent("p0:0", "p0:1", "p1:0"), ack("p0:0", 0, 0), ack("p1:0", 0, 1)]
+    events += [("error", {"id": "p0:1", "error": "_MSG_TIMED_OUT"})]
+    # p0:1 failed on the client, yet was written: read, neither lost nor phantom.
+    events += [read("p0:0", 0, 0), read("p1:0", 0, 1), read("p0:1", 0, 2)]
+    report = write(tmp_path / "h.jsonl", events)
+    assert (report.sent, report.acked, report.errors, report.read) == (3, 2, 1, 3)
+    assert report.ok and not report.misplaced
+
+
+def test_each_anomaly_is_found(tmp_path: Path) -> None:
+    events = [*sent("p0:0", "p0:1", "p0:2", "p0:3")]
+    events += [ack(f"p0:{n}", 0, n) for n in range(4)]
+    # p0:0 lost, p0:2 read twice, p0:3 before p0:1, x:9 never sent, p0:1 at offset 5.
+    events += [read("p0:3", 0, 3), read("p0:1", 0, 5), read("p0:2", 0, 6), read("p0:2", 0, 7)]
+    events += [read("x:9", 0, 8)]
+    report = write(tmp_path / "h.jsonl", events)
+    assert report.lost == ["p0:0"]
+    assert report.duplicates == ["p0:2"]
+    assert report.reordered == ["p0:1"]
+    assert report.phantom == ["x:9"]
+    assert report.misplaced == ["p0:1", "p0:2"]
+    assert not report.ok
+
+
+def test_unavailability_counts_only_silences_longer_than_the_gap() -> None:
+    assert unavailable(0.0, 10.0, [0.5, 1.0, 1.2]) == pytest.approx(10.0 - 1.2)
+    assert unavailable(0.0, 3.0, [0.5 * n for n in range(7)]) == 0.0
+    assert unavailable(0.0, 4.0, [GAP / 2, 3.5, 4.0]) == pytest.approx(3.5 - GAP / 2)
+
+
+def test_a_schedule_is_the_same_for_a_seed_and_stays_inside_the_run() -> None:
+    hosts = ["zk1", "zk2", "zk3", "b1", "b2", "b3"]
+    first = schedule(7, 30, hosts, faults=6)
+    assert first == schedule(7, 30, hosts, faults=6) != schedule(8, 30, hosts, faults=6)
+    assert all(f.at >= 0 and f.at + f.seconds <= 30 * 0.8 + 1e-9 for f in first)
+    assert all(f.seconds >= 8 for f in first if f.kind == "pause")

@@ -1,0 +1,45 @@
+"""Jepsen-style runs in the default suite: dc1's cluster of the namespace topology (3
+ZooKeepers, 3 brokers) takes randomized, overlapping process and network faults (the
+controller among the targets) while idempotent acks=all producers write to an RF=3,
+min.insync.replicas=2 topic; after each run a reader reads it whole and the checker finds
+no acknowledged record lost, none twice, none out of order, none never sent.
+
+`nox -s faults -- --runs N --seed S` is the long variant (longer runs, more of them)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gregor.devcluster.netns import NetnsTopology
+from gregor_testing.faultruns import DATACENTER, runs, table
+from gregor_testing.topology import requires_netns, topology_up
+
+pytestmark = [requires_netns, pytest.mark.slow]
+
+RUNS = int(os.environ.get("GREGOR_FAULT_RUNS", "5"))
+SEED = int(os.environ.get("GREGOR_FAULT_SEED", "1000"))
+SECONDS = 14.0  # each run: room for two overlapping faults, a pause past the session timeout
+
+
+@pytest.fixture(scope="module")
+def dc1(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetnsTopology]:
+    with topology_up(tmp_path_factory.mktemp("faults"), datacenters=[DATACENTER]) as topology:
+        yield topology
+
+
+def test_no_acknowledged_record_is_lost_through_faults(dc1: NetnsTopology, tmp_path: Path) -> None:
+    done = runs(dc1, RUNS, SEED, SECONDS, tmp_path, faults=2)
+    print(table(done))
+    assert all(run.report.acked > 0 for run in done), table(done)
+    for run in done:
+        r = run.report
+        where = f"run {run.number} (seed {run.seed}, history {run.history})"
+        assert r.lost == [], f"{where}: acknowledged, never read: {r.lost[:20]}"
+        assert r.duplicates == [], f"{where}: read twice: {r.duplicates[:20]}"
+        assert r.reordered == [], f"{where}: out of order: {r.reordered[:20]}"
+        assert r.phantom == [], f"{where}: never sent: {r.phantom[:20]}"
+        assert r.misplaced == [], f"{where}: not where acknowledged: {r.misplaced[:20]}"

@@ -1,0 +1,201 @@
+"""Randomized fault schedules for one datacenter's cluster of the namespace topology, and the
+nemesis that plays them.
+
+A schedule (`schedule(seed, seconds, ...)`, the same for the same seed) is a list of
+`Fault`s, each from `at` for `seconds`, several overlapping:
+- process faults on a ZooKeeper node or a broker, or on the controller (the broker that is
+  the controller when the fault starts): `kill` (SIGKILL, restarted at the end), `pause`
+  (SIGSTOP past the ZooKeeper session timeout, then SIGCONT), `restart` (a clean stop, then
+  started again at the end);
+- network faults (`gregor.devcluster.netfaults`): `isolate` a host, `split` the datacenter
+  in two, `one_way` (the first host's packets never reach the second).
+
+`Nemesis.play` runs the schedule against the clock; `restore` then heals the network,
+resumes and starts every process, and waits until every partition is whole again.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gregor.devcluster import namespaces
+from gregor.devcluster.netfaults import NetworkFaults
+from gregor.devcluster.netns import NetnsTopology
+from gregor.devcluster.supervisor import Supervised
+from gregor.devcluster.wire import send_request
+from gregor.protocol.apis.metadata import MetadataRequest, MetadataResponse
+
+log = logging.getLogger(__name__)
+
+PROCESS_FAULTS = ("kill", "pause", "restart")
+NETWORK_FAULTS = ("isolate", "split", "one_way")
+CONTROLLER = "controller"
+PAUSE_AT_LEAST = 8.0  # seconds: past the brokers' zookeeper.session.timeout.ms (6 s)
+
+
+@dataclass(frozen=True)
+class Fault:
+    at: float
+    seconds: float
+    kind: str
+    hosts: tuple[str, ...]  # for `split`: one side
+
+    def __str__(self) -> str:
+        return f"{self.at:.0f}s+{self.seconds:.0f}s {self.kind}({','.join(self.hosts)})"
+
+
+def schedule(
+    seed: int, seconds: float, hosts: list[str], faults: int = 3, kinds: tuple[str, ...] = ()
+) -> list[Fault]:
+    """`faults` faults over the first 80% of `seconds` (the rest lets the cluster settle
+    while the producers still send), among `hosts` (ZooKeepers and brokers) and the
+    controller."""
+    rng = random.Random(seed)
+    kinds = kinds or PROCESS_FAULTS + NETWORK_FAULTS
+    planned: list[Fault] = []
+    for _ in range(faults):
+        kind = rng.choice(kinds)
+        length = rng.uniform(PAUSE_AT_LEAST, 12) if kind == "pause" else rng.uniform(3, 10)
+        length = min(length, seconds * 0.8)
+        at = rng.uniform(0, seconds * 0.8 - length)
+        if kind in PROCESS_FAULTS:
+            targets = (rng.choice([*hosts, CONTROLLER]),)
+        elif kind == "split":
+            targets = tuple(sorted(rng.sample(hosts, rng.randint(1, len(hosts) // 2))))
+        elif kind == "one_way":
+            targets = tuple(rng.sample(hosts, 2))
+        else:
+            targets = (rng.choice(hosts),)
+        planned.append(Fault(at, length, kind, targets))
+    return sorted(planned, key=lambda f: f.at)
+
+
+def metadata(topology: NetnsTopology, host: str) -> MetadataResponse | None:
+    """A broker's Metadata of every topic, asked from its own host (None: no answer)."""
+    address, port = str(topology.topology.hosts[host].address), topology.topology.ports.broker
+
+    def ask() -> MetadataResponse | None:
+        try:
+            response = send_request(address, port, MetadataRequest(topics=None), 1, 3.0)
+        except Exception:
+            return None
+        return response if isinstance(response, MetadataResponse) else None
+
+    return namespaces.call_in(topology.namespace(host), ask)
+
+
+class Nemesis:
+    """Plays a schedule on one datacenter's ZooKeepers and brokers; `done` is what it did."""
+
+    def __init__(self, topology: NetnsTopology, datacenter: str) -> None:
+        self.topology = topology
+        self.network = NetworkFaults(topology)
+        self.datacenter = datacenter
+        self.brokers = [h.name for h in topology.topology.hosts_of(datacenter, "broker")]
+        self.zookeepers = [h.name for h in topology.topology.hosts_of(datacenter, "zookeeper")]
+        self.hosts = self.zookeepers + self.brokers
+        self.done: list[str] = []
+        self._partitioned: list[Fault] = []
+
+    def controller(self) -> str | None:
+        for host in self.brokers:
+            seen = metadata(self.topology, host)
+            if seen is not None and seen.controller_id >= 0:
+                for broker in self.brokers:
+                    if self.topology.topology.hosts[broker].id == seen.controller_id:
+                        return broker
+        return None
+
+    def process(self, host: str) -> Supervised:
+        return self.topology.processes[host]
+
+    def play(self, faults: list[Fault], stop: threading.Event) -> None:
+        """Each fault's start and end at its time from now (until `stop` is set)."""
+        started = time.monotonic()
+        steps: list[tuple[float, int, Callable[[], None]]] = []
+        for n, fault in enumerate(faults):
+            begin, end = self._actions(fault)
+            steps += [(fault.at, n, begin), (fault.at + fault.seconds, n, end)]
+        for at, _, action in sorted(steps, key=lambda s: (s[0], s[1])):
+            if stop.wait(max(0.0, started + at - time.monotonic())):
+                return
+            action()
+
+    def _actions(self, fault: Fault) -> tuple[Callable[[], None], Callable[[], None]]:
+        resolved: list[str] = []
+
+        def note(what: str) -> None:
+            self.done.append(f"{time.strftime('%H:%M:%S')} {what}")
+            log.info("nemesis: %s", what)
+
+        def begin() -> None:
+            hosts = list(fault.hosts)
+            if hosts == [CONTROLLER]:
+                hosts = [self.controller() or self.brokers[0]]
+            resolved[:] = hosts
+            note(f"{fault.kind} {','.join(hosts)}")
+            if fault.kind == "kill":
+                self.process(hosts[0]).kill()
+            elif fault.kind == "pause":
+                self.process(hosts[0]).pause()
+            elif fault.kind == "restart":
+                self.process(hosts[0]).stop(30)
+            else:
+                self._partitioned.append(fault)
+                self._apply(fault)
+
+        def end() -> None:
+            note(f"end {fault.kind} {','.join(resolved)}")
+            if fault.kind in ("kill", "restart"):
+                self.process(resolved[0]).launch()  # type: ignore[attr-defined]
+            elif fault.kind == "pause":
+                self.process(resolved[0]).resume()
+            else:
+                self._partitioned.remove(fault)
+                self.network.heal()
+                for other in self._partitioned:
+                    self._apply(other)
+
+        return begin, end
+
+    def _apply(self, fault: Fault) -> None:
+        if fault.kind == "isolate":
+            self.network.isolate(fault.hosts[0])
+        elif fault.kind == "split":
+            self.network.split_datacenter(self.datacenter, fault.hosts)
+        else:
+            self.network.one_way([fault.hosts[0]], [fault.hosts[1]])
+
+    def restore(self, timeout: float = 120.0) -> None:
+        """Heal, resume, start what is down; return once every partition has a leader and a
+        full ISR as every broker sees it."""
+        self._partitioned.clear()
+        self.network.heal()
+        for host in self.hosts:
+            process = self.process(host)
+            process.resume()
+            if not process.is_running():
+                process.launch()  # type: ignore[attr-defined]
+        for host in self.hosts:
+            self.process(host).wait_ready(timeout)  # type: ignore[attr-defined]
+        deadline = time.monotonic() + timeout
+        while not self.whole():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the cluster of {self.datacenter} not whole in {timeout} s")
+            time.sleep(0.5)
+
+    def whole(self) -> bool:
+        for host in self.brokers:
+            seen = metadata(self.topology, host)
+            if seen is None:
+                return False
+            for topic in seen.topics:
+                for p in topic.partitions:
+                    if p.leader_id < 0 or sorted(p.isr_nodes) != sorted(p.replica_nodes):
+                        return False
+        return True
