@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from gregor.devcluster.netns import NetnsTopology
-from gregor_testing.faultruns import DATACENTER, runs, table
+from gregor_testing.faultruns import DATACENTER, one_run, runs, table
 from gregor_testing.topology import requires_netns, topology_up
 
 pytestmark = [requires_netns, pytest.mark.slow]
@@ -43,3 +43,22 @@ def test_no_acknowledged_record_is_lost_through_faults(dc1: NetnsTopology, tmp_p
         assert r.reordered == [], f"{where}: out of order: {r.reordered[:20]}"
         assert r.phantom == [], f"{where}: never sent: {r.phantom[:20]}"
         assert r.misplaced == [], f"{where}: not where acknowledged: {r.misplaced[:20]}"
+        assert r.incomplete == [], f"{where}: {r.incomplete}"
+
+
+def test_jepsen_2013_the_isr_shrinks_to_the_leader_and_the_leader_dies(
+    dc1: NetnsTopology, tmp_path: Path
+) -> None:
+    """Kafka 0.8 lost acknowledged writes here (Jepsen, 2013): with min.insync.replicas=2
+    and unclean election off, Gregor keeps every one, and no follower that lacks them leads
+    while the leader is dead."""
+    run = one_run(dc1, 100, SEED, 30, tmp_path, 0, scenario="jepsen2013")
+    print(table([run]), *run.nemesis.done, sep="\n")
+    seen = run.scenario
+    assert seen is not None
+    leader_id = dc1.topology.hosts[seen.leader].id
+    assert seen.isr_at_kill == [leader_id]
+    assert seen.leader_while_dead == -1
+    r = run.report
+    assert r.acked > 0
+    assert (r.lost, r.duplicates, r.reordered, r.phantom, r.misplaced) == ([], [], [], [], [])

@@ -22,7 +22,7 @@ from pathlib import Path
 from gregor.devcluster import namespaces
 from gregor.devcluster.netns import NetnsTopology
 from gregor_testing.history import Report, check
-from gregor_testing.schedules import Fault, Nemesis, schedule
+from gregor_testing.schedules import Fault, Jepsen2013, Nemesis, jepsen_2013, schedule
 
 DATACENTER = "dc1"
 CLIENT = "dc1-client"
@@ -36,6 +36,8 @@ class Run:
     faults: list[Fault]
     report: Report
     history: Path
+    nemesis: Nemesis
+    scenario: Jepsen2013 | None = None
 
 
 def workload(topology: NetnsTopology, command: str, *args: str) -> subprocess.Popen[bytes]:
@@ -64,10 +66,18 @@ def finish(process: subprocess.Popen[bytes], what: str, timeout: float) -> None:
 
 
 def one_run(
-    topology: NetnsTopology, number: int, seed: int, seconds: float, directory: Path, faults: int
+    topology: NetnsTopology,
+    number: int,
+    seed: int,
+    seconds: float,
+    directory: Path,
+    faults: int,
+    scenario: str = "random",
 ) -> Run:
+    """One run: the seeded random schedule, or (scenario "jepsen2013") Jepsen's 2013 one."""
     nemesis = Nemesis(topology, DATACENTER)
-    plan = schedule(seed, seconds, nemesis.hosts, faults)
+    plan = schedule(seed, seconds, nemesis.hosts, faults) if scenario == "random" else []
+    seen: Jepsen2013 | None = None
     topic, history = f"jepsen-{number}", directory / f"history-{number}.jsonl"
     finish(workload(topology, "create", "--topic", topic), "create", 90)
     producer = workload(
@@ -76,6 +86,8 @@ def one_run(
     )  # fmt: skip
     try:
         try:
+            if scenario == "jepsen2013":
+                seen = jepsen_2013(nemesis, topic)
             nemesis.play(plan, threading.Event())
         finally:
             nemesis.restore()
@@ -85,7 +97,7 @@ def one_run(
             producer.kill()
             producer.wait()
     finish(workload(topology, "read", "--topic", topic, "--history", str(history)), "read", 180)
-    return Run(number, seed, plan, check(history), history)
+    return Run(number, seed, plan, check(history), history, nemesis, seen)
 
 
 def runs(
@@ -106,7 +118,7 @@ def table(done: list[Run]) -> str:
             f"{run.number:>4} {run.seed:>6} {r.sent:>6} {r.acked:>6} {r.errors:>6} "
             f"{len(r.lost):>4} {len(r.duplicates):>4} {len(r.reordered):>5} "
             f"{len(r.phantom):>5} {len(r.misplaced):>5} {r.unavailable_s:>9.1f}  "
-            + "; ".join(str(f) for f in run.faults)
+            + "; ".join(str(f) for f in run.faults or ["jepsen2013"])
         )
     lines.append(
         f"total: runs={len(done)} acked={total.acked} lost={len(total.lost)} "
@@ -125,13 +137,21 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=45, help="each run's length")
     parser.add_argument("--faults", type=int, default=4, help="faults a run")
     parser.add_argument("--dir", type=Path, help="where the topology and histories live")
+    parser.add_argument(
+        "--scenario", choices=["random", "jepsen2013"], default="random", help="the faults"
+    )
     args = parser.parse_args()
     directory = args.dir or Path(tempfile.mkdtemp(prefix="gregor-faults-"))
     print(f"topology and histories in {directory}", flush=True)
     done: list[Run] = []
     with topology_up(directory / "topology", datacenters=[DATACENTER]) as topology:
         for n in range(1, args.runs + 1):
-            done.append(one_run(topology, n, args.seed + n, args.seconds, directory, args.faults))
+            run = one_run(
+                topology, n, args.seed + n, args.seconds, directory, args.faults, args.scenario
+            )
+            done.append(run)
+            if run.scenario is not None:
+                print("\n".join(run.nemesis.done), flush=True)
             print(table(done).splitlines()[-2], flush=True)
     print(table(done))
     sys.exit(0 if all(run.report.ok for run in done) else 1)

@@ -63,6 +63,9 @@ class Report:
     phantom: list[str] = field(default_factory=list)
     misplaced: list[str] = field(default_factory=list)
     unavailable_s: float = 0.0
+    # What makes the counts unsure: a read that did not reach the end, a producer that
+    # closed with records whose outcome it never learned.
+    incomplete: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -73,7 +76,7 @@ class Report:
         self.acked += other.acked
         self.errors += other.errors
         self.read += other.read
-        for name in ("lost", "duplicates", "reordered", "phantom", "misplaced"):
+        for name in ("lost", "duplicates", "reordered", "phantom", "misplaced", "incomplete"):
             getattr(self, name).extend(getattr(other, name))
         self.unavailable_s += other.unavailable_s
 
@@ -98,6 +101,8 @@ def check(path: Path) -> Report:
             report.errors += 1
         elif op == "read":
             reads.append(event)
+        elif op in ("read-incomplete", "unresolved"):
+            report.incomplete.append(json.dumps(event))
     report.sent, report.acked, report.read = len(sent), len(acked), len(reads)
 
     seen: Counter[str] = Counter(r["id"] for r in reads)

@@ -199,3 +199,74 @@ class Nemesis:
                     if p.leader_id < 0 or sorted(p.isr_nodes) != sorted(p.replica_nodes):
                         return False
         return True
+
+
+@dataclass(frozen=True)
+class Jepsen2013:
+    """What the 2013 scenario saw: the leader of the partition, its ISR when it was killed,
+    and the partition's leader while it was dead and its followers reachable again."""
+
+    leader: str
+    isr_at_kill: list[int]
+    leader_while_dead: int
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not within {timeout} s")
+        time.sleep(0.5)
+
+
+def partition_state(nemesis: Nemesis, topic: str, partition: int) -> tuple[int, list[int]]:
+    """(leader id, ISR) of a partition as the controller sees it (its cache is the first
+    to know; a broker cut from it may lag), else the first broker that answers."""
+    controller = nemesis.controller()
+    for host in sorted(nemesis.brokers, key=lambda h: h != controller):
+        if not nemesis.process(host).is_running():
+            continue
+        seen = metadata(nemesis.topology, host)
+        for t in seen.topics if seen is not None else []:
+            for p in t.partitions if t.name == topic else []:
+                if p.partition_index == partition:
+                    return p.leader_id, sorted(p.isr_nodes)
+    return -1, []
+
+
+def jepsen_2013(nemesis: Nemesis, topic: str, partition: int = 0) -> Jepsen2013:
+    """Jepsen's 2013 Kafka scenario: the partition's leader is cut from its followers (and
+    only from them) until the ISR shrinks to the leader alone, then the leader dies. Kafka
+    0.8 then elected a follower that lacked acknowledged records; here min.insync.replicas=2
+    refuses writes the ISR of one would take, and with unclean election off no follower
+    leads while the leader is dead, even once the network heals. Then the leader restarts."""
+    hosts = nemesis.topology.topology.hosts
+    leader_id, _ = partition_state(nemesis, topic, partition)
+    leader = next(h for h in nemesis.brokers if hosts[h].id == leader_id)
+    followers = [h for h in nemesis.brokers if h != leader]
+    nemesis.done.append(f"cut {leader} (leader of {topic}-{partition}) from {followers}")
+    nemesis.network.partition([leader], followers)
+    wait_until(
+        lambda: partition_state(nemesis, topic, partition)[1] == [leader_id],
+        60,
+        f"the ISR of {topic}-{partition} to shrink to {leader}",
+    )
+    isr = partition_state(nemesis, topic, partition)[1]
+    nemesis.done.append(f"kill {leader} with ISR {isr}")
+    nemesis.process(leader).kill()
+    nemesis.network.heal()
+    nemesis.done.append("heal")
+    # The controller sees the leader gone once its ZooKeeper session expires; with
+    # unclean election off it leaves the partition without a leader.
+    wait_until(
+        lambda: partition_state(nemesis, topic, partition)[0] != leader_id,
+        60,
+        f"the controller to notice {leader} gone",
+    )
+    leader_while_dead = partition_state(nemesis, topic, partition)[0]
+    nemesis.done.append(
+        f"leader of {topic}-{partition} while {leader} is dead: {leader_while_dead}"
+    )
+    nemesis.process(leader).launch()  # type: ignore[attr-defined]
+    nemesis.done.append(f"restart {leader}")
+    return Jepsen2013(leader, isr, leader_while_dead)
