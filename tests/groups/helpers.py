@@ -152,3 +152,16 @@ def poll_until(
 
 def assignment_of(consumer: Consumer) -> set[int]:
     return {tp.partition for tp in consumer.assignment()}
+
+
+def assert_static_restart(
+    before: GroupMetadataValue | None, after: GroupMetadataValue | None, kept: str, restarted: str
+) -> None:
+    """The group's records around a static member's restart: the same generation, the other
+    member under its old member id, the restarted one known under a new one."""
+    assert before is not None and after is not None
+    assert after.generation == before.generation
+    old_ids = {m.group_instance_id: m.member_id for m in before.members}
+    new_ids = {m.group_instance_id: m.member_id for m in after.members}
+    assert new_ids[kept] == old_ids[kept]
+    assert new_ids[restarted] != old_ids[restarted]

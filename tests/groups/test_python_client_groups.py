@@ -1,20 +1,29 @@
 """Consumer groups with kafka-python and aiokafka (commits and resuming where they left off),
-and a group mixing kafka-python and confluent-kafka members that together read every record
-exactly once."""
+a group mixing kafka-python and confluent-kafka members that together read every record
+exactly once, and kafka-python's cooperative-sticky rebalancing and static members."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition as AioTopicPartition
 from confluent_kafka import Consumer
-from groups.helpers import SESSION, assignment_of, committed_offsets, produce
-from kafka import KafkaConsumer
+from groups.helpers import (
+    SESSION,
+    assert_static_restart,
+    assignment_of,
+    committed_offsets,
+    group_metadata_records,
+    produce,
+)
+from kafka import ConsumerRebalanceListener, KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
+from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 
 from gregor.devcluster import LocalCluster
@@ -31,8 +40,7 @@ def kafka_python_consumer(cluster: LocalCluster, group: str, **conf: object) -> 
         group_id=group,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
-        **GROUP_TIMEOUTS,
-        **conf,
+        **{**GROUP_TIMEOUTS, **conf},
     )
 
 
@@ -241,3 +249,137 @@ def test_kafka_python_and_confluent_share_a_group(group_cluster: LocalCluster) -
     # Each partition was read by one member alone.
     owners = {p: {reader for reader, q, _ in got if q == p} for p in range(6)}
     assert all(len(o) <= 1 for o in owners.values()), owners
+
+
+class Listener(ConsumerRebalanceListener):
+    """Records a kafka-python member's rebalance callbacks that name partitions:
+    ("assign"|"revoke", partitions). (An eager member is told of revoking nothing before
+    its first join.)"""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, set[int]]] = []
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        if revoked:
+            self.events.append(("revoke", {tp.partition for tp in revoked}))
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        if assigned:
+            self.events.append(("assign", {tp.partition for tp in assigned}))
+
+
+def kafka_python_member(name: str, consumer: KafkaConsumer) -> Member:
+    """A kafka-python consumer polling in a thread of its own (see the mixed group's test)."""
+
+    def poll() -> list[tuple[int, bytes]]:
+        batches = consumer.poll(timeout_ms=200).values()
+        return [(r.partition, r.value) for batch in batches for r in batch]
+
+    return Member(
+        name,
+        poll,
+        lambda: {tp.partition for tp in consumer.assignment()},
+        lambda: consumer.close(autocommit=False),
+    )
+
+
+def wait_members(members: list[Member], condition: Callable[[], bool], what: str) -> None:
+    def check() -> bool:
+        for member in members:
+            member.check()
+        return condition()
+
+    wait_for(check, 60, what)
+
+
+@pytest.mark.interop("kafka-python", "static-coop")
+def test_kafka_python_cooperative_sticky_rebalances_incrementally(
+    group_cluster: LocalCluster,
+) -> None:
+    """KIP-429 with kafka-python's CooperativeStickyAssignor: a second member takes half of
+    the first one's partitions; the first gives up exactly those and keeps the rest."""
+    topic = unique_topic("kp-coop")
+    create_topic(group_cluster, topic, partitions=6, replication_factor=3)
+    group = unique_topic("g-kp-coop")
+    listeners = {"a": Listener(), "b": Listener()}
+    members: list[Member] = []
+
+    def join(name: str) -> Member:
+        consumer = kafka_python_consumer(
+            group_cluster, group, partition_assignment_strategy=[CooperativeStickyAssignor]
+        )
+        consumer.subscribe([topic], listener=listeners[name])
+        members.append(kafka_python_member(name, consumer))
+        return members[-1]
+
+    try:
+        a = join("a")
+        wait_members(members, lambda: a.partitions == set(range(6)), "all 6 partitions for a")
+        b = join("b")
+        wait_members(
+            members,
+            lambda: len(a.partitions) == 3 and len(b.partitions) == 3,
+            "3 partitions for each member",
+        )
+        events = {name: list(listener.events) for name, listener in listeners.items()}
+    finally:
+        for member in members:
+            member.stop()  # (closing revokes what each owns)
+    kept, taken = a.partitions, b.partitions
+    assert not kept & taken
+    revoked = set().union(*(ps for kind, ps in events["a"] if kind == "revoke"))
+    assert revoked == taken  # exactly what b took; nothing a kept was ever revoked
+    assert all(kind == "assign" for kind, _ in events["b"])
+
+
+@pytest.mark.interop("kafka-python", "static-coop")
+def test_kafka_python_static_member_restart_causes_no_rebalance(
+    group_cluster: LocalCluster,
+) -> None:
+    """KIP-345 with kafka-python's group_instance_id: a static member that closes does not
+    leave; restarted under the same instance id it gets its partitions back in the same
+    generation, and the other member sees no rebalance."""
+    topic = unique_topic("kp-static")
+    create_topic(group_cluster, topic, partitions=4, replication_factor=3)
+    group = unique_topic("g-kp-static")
+    listeners = {"instance-1": Listener(), "instance-2": Listener()}
+    members: dict[str, Member] = {}
+
+    def start(instance: str) -> Member:
+        consumer = kafka_python_consumer(
+            group_cluster,
+            group,
+            group_instance_id=instance,
+            session_timeout_ms=30000,
+            partition_assignment_strategy=[RangePartitionAssignor],
+        )
+        consumer.subscribe([topic], listener=listeners[instance])
+        members[instance] = kafka_python_member(instance, consumer)
+        return members[instance]
+
+    try:
+        first, second = start("instance-1"), start("instance-2")
+        wait_members(
+            [first, second],
+            lambda: len(first.partitions) == 2 and len(second.partitions) == 2,
+            "2 partitions for each member",
+        )
+        owned = second.partitions
+        before = group_metadata_records(group_cluster, group)[-1]
+        assert before is not None
+        second.stop()  # a static member sends no LeaveGroup when it closes
+        for listener in listeners.values():
+            listener.events.clear()
+        restarted = start("instance-2")
+        wait_members(
+            [first, restarted], lambda: restarted.partitions == owned, "the same partitions back"
+        )
+        events = {name: list(listener.events) for name, listener in listeners.items()}
+    finally:
+        for member in members.values():
+            if not member.stopping.is_set():
+                member.stop()
+    after = group_metadata_records(group_cluster, group)[-1]
+    assert_static_restart(before, after, "instance-1", "instance-2")
+    assert events["instance-1"] == []  # the other member saw no rebalance
+    assert events["instance-2"] == [("assign", owned)]
