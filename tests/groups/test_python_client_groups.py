@@ -1,6 +1,7 @@
 """Consumer groups with kafka-python and aiokafka (commits and resuming where they left off),
 a group mixing kafka-python and confluent-kafka members that together read every record
-exactly once, and kafka-python's cooperative-sticky rebalancing and static members."""
+exactly once, kafka-python's cooperative-sticky rebalancing and static members, and
+aiokafka's static members."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer
+from aiokafka.abc import ConsumerRebalanceListener as AioRebalanceListener
+from aiokafka.coordinator.assignors.range import RangePartitionAssignor as AioRangeAssignor
 from aiokafka.structs import TopicPartition as AioTopicPartition
 from confluent_kafka import Consumer
 from groups.helpers import (
@@ -321,11 +324,12 @@ def test_kafka_python_cooperative_sticky_rebalances_incrementally(
             lambda: len(a.partitions) == 3 and len(b.partitions) == 3,
             "3 partitions for each member",
         )
+        # (as they are now: stopping one rebalances the other, and closing revokes)
+        kept, taken = a.partitions, b.partitions
         events = {name: list(listener.events) for name, listener in listeners.items()}
     finally:
         for member in members:
-            member.stop()  # (closing revokes what each owns)
-    kept, taken = a.partitions, b.partitions
+            member.stop()
     assert not kept & taken
     revoked = set().union(*(ps for kind, ps in events["a"] if kind == "revoke"))
     assert revoked == taken  # exactly what b took; nothing a kept was ever revoked
@@ -383,3 +387,77 @@ def test_kafka_python_static_member_restart_causes_no_rebalance(
     assert_static_restart(before, after, "instance-1", "instance-2")
     assert events["instance-1"] == []  # the other member saw no rebalance
     assert events["instance-2"] == [("assign", owned)]
+
+
+class AioListener(AioRebalanceListener):
+    """An aiokafka member's rebalance callbacks that name partitions, as `Listener`."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, set[int]]] = []
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        if revoked:
+            self.events.append(("revoke", {tp.partition for tp in revoked}))
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        if assigned:
+            self.events.append(("assign", {tp.partition for tp in assigned}))
+
+
+@pytest.mark.interop("aiokafka", "static-coop")
+def test_aiokafka_static_member_restart_causes_no_rebalance(group_cluster: LocalCluster) -> None:
+    """KIP-345 with aiokafka's group_instance_id (it has no cooperative protocol): a static
+    member that stops does not leave; restarted under the same instance id it gets its
+    partitions back in the same generation, and the other member sees no rebalance."""
+    topic = unique_topic("aio-static")
+    create_topic(group_cluster, topic, partitions=4, replication_factor=3)
+    group = unique_topic("g-aio-static")
+    listeners = {"instance-1": AioListener(), "instance-2": AioListener()}
+
+    async def start(instance: str) -> AIOKafkaConsumer:
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=group_cluster.bootstrap_servers,
+            group_id=group,
+            group_instance_id=instance,
+            session_timeout_ms=30000,
+            heartbeat_interval_ms=500,
+            enable_auto_commit=False,
+            partition_assignment_strategy=(AioRangeAssignor,),
+        )
+        consumer.subscribe([topic], listener=listeners[instance])
+        await consumer.start()
+        return consumer
+
+    def owned(consumer: AIOKafkaConsumer) -> set[int]:
+        return {tp.partition for tp in consumer.assignment()}
+
+    async def until(condition: Callable[[], bool]) -> None:
+        async with asyncio.timeout(60):
+            while not condition():
+                await asyncio.sleep(0.1)
+
+    async def run() -> tuple[Any, Any, set[int], dict[str, list[tuple[str, set[int]]]]]:
+        first = await start("instance-1")
+        second = await start("instance-2")
+        restarted = None
+        try:
+            await until(lambda: len(owned(first)) == 2 and len(owned(second)) == 2)
+            mine = owned(second)
+            before = (await asyncio.to_thread(group_metadata_records, group_cluster, group))[-1]
+            await second.stop()  # a static member sends no LeaveGroup when it stops
+            for listener in listeners.values():
+                listener.events.clear()
+            restarted = await start("instance-2")
+            await until(lambda: owned(restarted) == mine)
+            events = {name: list(listener.events) for name, listener in listeners.items()}
+            after = (await asyncio.to_thread(group_metadata_records, group_cluster, group))[-1]
+            return before, after, mine, events
+        finally:
+            await first.stop()
+            if restarted is not None:
+                await restarted.stop()
+
+    before, after, mine, events = asyncio.run(run())
+    assert_static_restart(before, after, "instance-1", "instance-2")
+    assert events["instance-1"] == []  # the other member saw no rebalance
+    assert events["instance-2"] == [("assign", mine)]

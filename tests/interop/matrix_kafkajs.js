@@ -76,6 +76,17 @@ async function transaction(kafka, topic) {
   return {}
 }
 
+// What `ask()` answers once it answers `wanted` (metadata every broker learns shortly after
+// the controller, as in Kafka), or at the deadline.
+async function eventually(ask, wanted, deadlineMs = 30000) {
+  const until = Date.now() + deadlineMs
+  for (;;) {
+    const found = await ask()
+    if (JSON.stringify(found) === JSON.stringify(wanted) || Date.now() > until) return found
+    await new Promise(resolve => setTimeout(resolve, 100))
+  }
+}
+
 // kafka.admin() through what it has: create a topic with configs, create partitions,
 // describe and alter configs, delete records, list and describe a live group (a consumer of
 // its own), delete the group once empty, delete the topic.
@@ -97,7 +108,7 @@ async function admin(kafka, topic, groupId) {
   out.configsCreated = await retention()
   await admin.createPartitions({ topicPartitions: [{ topic, count: 4 }] })
   const partitionCount = async () => (await admin.fetchTopicMetadata({ topics: [topic] })).topics[0].partitions.length
-  out.partitions = await partitionCount()
+  out.partitions = await eventually(partitionCount, 4)
   await admin.alterConfigs({
     validateOnly: false,
     resources: [{ type: ConfigResourceTypes.TOPIC, name: topic, configEntries: [{ name: 'retention.ms', value: '7200000' }] }],
@@ -144,7 +155,7 @@ async function admin(kafka, topic, groupId) {
   out.deletedGroups = (await admin.deleteGroups([groupId])).map(g => [g.groupId, g.errorCode])
   out.groupsAfter = (await admin.listGroups()).groups.filter(g => g.groupId === groupId)
   await admin.deleteTopics({ topics: [topic] })
-  out.topicsAfter = (await admin.listTopics()).filter(t => t === topic)
+  out.topicsAfter = await eventually(async () => (await admin.listTopics()).filter(t => t === topic), [])
   await admin.disconnect()
   return out
 }
