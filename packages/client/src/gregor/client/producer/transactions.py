@@ -73,6 +73,7 @@ from gregor.protocol.schema import Request, Response
 log = logging.getLogger(__name__)
 
 MAX_SEQUENCE = 2**31
+CONCURRENT_BACKOFF = 0.02  # seconds
 E = ErrorCode
 
 # Answers that send the request to a freshly looked-up coordinator.
@@ -288,7 +289,12 @@ class TransactionManager:
                         forget()
                     elif not error.retriable:
                         raise self._classify(what, code)
-                await trio.sleep(self.client.retry_backoff.delay(attempts))
+                delay = self.client.retry_backoff.delay(attempts)
+                if last == "CONCURRENT_TRANSACTIONS":
+                    # The previous transaction's markers are being written, which takes
+                    # milliseconds: the Java client retries after 20 ms, not retry.backoff.ms.
+                    delay = min(delay, CONCURRENT_BACKOFF)
+                await trio.sleep(delay)
                 attempts += 1
         raise RequestTimedOutError(f"{what}: no answer within max.block.ms ({last})")
 
