@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from gregor.devcluster import namespaces
 from gregor.devcluster.netfaults import NetworkFaults
@@ -176,18 +177,32 @@ class Nemesis:
         full ISR as every broker sees it."""
         self._partitioned.clear()
         self.network.heal()
-        for host in self.hosts:
-            process = self.process(host)
-            process.resume()
-            if not process.is_running():
-                process.launch()  # type: ignore[attr-defined]
-        for host in self.hosts:
-            self.process(host).wait_ready(timeout)  # type: ignore[attr-defined]
         deadline = time.monotonic() + timeout
+        for host in self.hosts:
+            self.process(host).resume()
+        for host in self.hosts:
+            self._serving(host, deadline)
         while not self.whole():
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the cluster of {self.datacenter} not whole in {timeout} s")
             time.sleep(0.5)
+
+    def _serving(self, host: str, deadline: float) -> None:
+        """Start the host's process until it serves: a broker killed and started again
+        within the ZooKeeper session timeout exits (its old session still holds its broker
+        id, as in Kafka), so it is started again once that session has expired."""
+        process: Any = self.process(host)
+        while True:
+            if not process.is_running():
+                process.launch()
+            try:
+                process.wait_ready(max(1.0, deadline - time.monotonic()))
+                return
+            except RuntimeError:
+                if process.is_running() or time.monotonic() > deadline:
+                    raise
+                log.info("nemesis: %s exited while starting; again", host)
+                time.sleep(1.0)
 
     def whole(self) -> bool:
         for host in self.brokers:
