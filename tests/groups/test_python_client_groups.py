@@ -254,10 +254,9 @@ def test_kafka_python_and_confluent_share_a_group(group_cluster: LocalCluster) -
     assert all(len(o) <= 1 for o in owners.values()), owners
 
 
-class Listener(ConsumerRebalanceListener):
-    """Records a kafka-python member's rebalance callbacks that name partitions:
-    ("assign"|"revoke", partitions). (An eager member is told of revoking nothing before
-    its first join.)"""
+class RebalanceEvents:
+    """Records a member's rebalance callbacks that name partitions: ("assign"|"revoke",
+    partitions). (An eager member is told of revoking nothing before its first join.)"""
 
     def __init__(self) -> None:
         self.events: list[tuple[str, set[int]]] = []
@@ -269,6 +268,10 @@ class Listener(ConsumerRebalanceListener):
     def on_partitions_assigned(self, assigned: Any) -> None:
         if assigned:
             self.events.append(("assign", {tp.partition for tp in assigned}))
+
+
+class Listener(RebalanceEvents, ConsumerRebalanceListener):
+    """A kafka-python member's rebalance callbacks."""
 
 
 def kafka_python_member(name: str, consumer: KafkaConsumer) -> Member:
@@ -389,19 +392,8 @@ def test_kafka_python_static_member_restart_causes_no_rebalance(
     assert events["instance-2"] == [("assign", owned)]
 
 
-class AioListener(AioRebalanceListener):
-    """An aiokafka member's rebalance callbacks that name partitions, as `Listener`."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, set[int]]] = []
-
-    def on_partitions_revoked(self, revoked: Any) -> None:
-        if revoked:
-            self.events.append(("revoke", {tp.partition for tp in revoked}))
-
-    def on_partitions_assigned(self, assigned: Any) -> None:
-        if assigned:
-            self.events.append(("assign", {tp.partition for tp in assigned}))
+class AioListener(RebalanceEvents, AioRebalanceListener):
+    """An aiokafka member's rebalance callbacks."""
 
 
 @pytest.mark.interop("aiokafka", "static-coop")
