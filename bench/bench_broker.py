@@ -162,6 +162,32 @@ def run_stub(port: int, partitions: int, high_watermark: int) -> None:
 # -- the clients (each in a process of its own) ----------------------------------------------
 
 
+def fill(
+    bootstrap: str, topic: str, records: int, partitions: int, settings: dict[str, Any]
+) -> None:
+    """A benchmark's input, untimed: `records` of VALUE round robin over `partitions`, with
+    confluent-kafka and `settings` on top of big batches and no idempotence."""
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 2_000_000,
+            "enable.idempotence": False,
+            **settings,
+        }
+    )
+    for n in range(records):
+        while True:
+            try:
+                producer.produce(topic, VALUE, partition=n % partitions)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(300) == 0
+
+
 def produce_worker(
     bootstrap: str, acks: str, partitions: list[int], records: int, go: Barrier
 ) -> float:

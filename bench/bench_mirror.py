@@ -23,7 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-VALUE = b"v" * 100
+# the benchmarks' shared input writer: this script runs from bench/, beside bench_broker
+from bench_broker import fill
+
 TOPIC = "bench"
 
 
@@ -34,26 +36,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 def produce(bootstrap: str, records: int, partitions: int) -> None:
-    from confluent_kafka import Producer
-
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "compression.type": "lz4",
-            "linger.ms": 20,
-            "batch.size": 1_000_000,
-            "queue.buffering.max.messages": 2_000_000,
-            "enable.idempotence": False,
-        }
-    )
-    for i in range(records):
-        while True:
-            try:
-                producer.produce(TOPIC, VALUE, partition=i % partitions)
-                break
-            except BufferError:
-                producer.poll(0.1)
-    assert producer.flush(300) == 0
+    fill(bootstrap, TOPIC, records, partitions, {"compression.type": "lz4", "linger.ms": 20})
 
 
 def count(bootstrap: str, topic: str, partitions: int) -> int:

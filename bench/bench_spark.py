@@ -28,34 +28,19 @@ import confluent_kafka
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+# the benchmarks' shared input writer: this script runs from bench/, beside bench_broker
+from bench_broker import fill
+
 from gregor.client import AdminClient, NewTopic
 from gregor.devcluster import LocalCluster
 
 TOPIC = "bench-spark"
 PARTITIONS = 6
-VALUE = b"v" * 100
 
 
 def produce(bootstrap: str, records: int) -> None:
-    producer = confluent_kafka.Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "linger.ms": 5,
-            "batch.size": 1_000_000,
-            "queue.buffering.max.messages": 2_000_000,
-            "queue.buffering.max.kbytes": 2_097_151,
-            "enable.idempotence": False,
-            "delivery.report.only.error": True,
-        }
-    )
-    for n in range(records):
-        while True:
-            try:
-                producer.produce(TOPIC, VALUE, partition=n % PARTITIONS)
-                break
-            except BufferError:
-                producer.poll(0.05)
-    assert producer.flush(300) == 0
+    settings = {"linger.ms": 5, "queue.buffering.max.kbytes": 2_097_151}
+    fill(bootstrap, TOPIC, records, PARTITIONS, {**settings, "delivery.report.only.error": True})
 
 
 def baseline(bootstrap: str, records: int, out: str) -> None:
