@@ -4,13 +4,12 @@ Debian's librdkafka and (`new`) with the current one that confluent-kafka bundle
 from __future__ import annotations
 
 import shutil
-import subprocess
 
 import pytest
 
 from gregor.devcluster import LocalCluster
 from gregor_testing.cluster import create_topic, unique_topic
-from gregor_testing.matrix import kcat_env
+from gregor_testing.matrix import run_kcat
 
 pytestmark = pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
 
@@ -18,19 +17,7 @@ CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 
 def kcat(cluster: LocalCluster, *args: str, stdin: bytes | None = None, new: bool = False) -> str:
-    env = kcat_env(new=new)
-    if env is None:
-        pytest.skip("no current librdkafka to run kcat with (confluent-kafka's)")
-    done = subprocess.run(
-        ["kcat", "-b", cluster.bootstrap_servers, *args],
-        input=stdin,
-        capture_output=True,
-        timeout=60,
-        check=False,
-        env=env,
-    )
-    assert done.returncode == 0, done.stderr.decode(errors="replace")
-    return done.stdout.decode()
+    return run_kcat(cluster.bootstrap_servers, *args, new=new, stdin=stdin).decode()
 
 
 def test_list_shows_brokers_topics_and_leaders(shared_cluster: LocalCluster) -> None:

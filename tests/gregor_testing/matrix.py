@@ -213,3 +213,22 @@ def pytest_terminal_summary(
         "do it yet. FAIL: a bug. -: no test of the cell ran (none written yet, or deselected).\n\n"
         + table
     )
+
+
+def run_kcat(bootstrap: str, *args: str, new: bool, stdin: bytes | None = None) -> bytes:
+    """kcat's output for `args` against `bootstrap`, with Debian's or (new) the current
+    librdkafka (see kcat_env); the test is skipped if there is no current one, and fails
+    with kcat's stderr if kcat does."""
+    env = kcat_env(new=new)
+    if env is None:
+        pytest.skip("no current librdkafka to run kcat with (confluent-kafka's)")
+    done = subprocess.run(
+        ["kcat", "-b", bootstrap, *args],
+        input=stdin,
+        capture_output=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    return done.stdout

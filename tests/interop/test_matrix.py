@@ -33,7 +33,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 
 from gregor.devcluster import LocalCluster
 from gregor_testing.cluster import create_topic, unique_topic
-from gregor_testing.matrix import NODE_MODULES, kcat_env
+from gregor_testing.matrix import NODE_MODULES, run_kcat
 
 HERE = Path(__file__).resolve().parent
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
@@ -164,19 +164,7 @@ def test_aiokafka_produce(shared_cluster: LocalCluster, codec: str) -> None:
 
 
 def kcat(cluster: LocalCluster, new: bool, *args: str, stdin: bytes | None = None) -> bytes:
-    env = kcat_env(new=new)
-    if env is None:
-        pytest.skip("no current librdkafka to run kcat with (confluent-kafka's)")
-    done = subprocess.run(
-        ["kcat", "-b", cluster.bootstrap_servers, *args],
-        input=stdin,
-        capture_output=True,
-        timeout=60,
-        check=False,
-        env=env,
-    )
-    assert done.returncode == 0, done.stderr.decode(errors="replace")
-    return done.stdout
+    return run_kcat(cluster.bootstrap_servers, *args, new=new, stdin=stdin)
 
 
 KCATS = [
