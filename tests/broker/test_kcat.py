@@ -3,6 +3,7 @@ Debian's librdkafka and (`new`) with the current one that confluent-kafka bundle
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -72,3 +73,40 @@ def test_produce_and_consume_with_every_codec(
     tail = kcat(shared_cluster, "-C", "-t", topic, "-p", "0", "-o", "321", "-e", "-f", "%o|%s\n",
                 new=new)  # fmt: skip
     assert tail.splitlines() == [f"{i}|{v}" for i, v in enumerate(values) if i >= 321]
+
+
+@pytest.mark.parametrize(
+    "new",
+    [
+        pytest.param(False, marks=pytest.mark.interop("kcat", "fetch"), id="kcat"),
+        pytest.param(True, marks=pytest.mark.interop("kcat-new", "fetch"), id="kcat-new"),
+    ],
+)
+def test_query_offsets_for_times(shared_cluster: LocalCluster, new: bool) -> None:
+    """kcat -Q asks ListOffsets for the first offset at or after a timestamp, and for the
+    ends of the log with Kafka's sentinels (-1 latest, -2 earliest)."""
+    from confluent_kafka import Producer
+
+    topic = unique_topic("kcat-times")
+    create_topic(shared_cluster, topic, partitions=2, replication_factor=3)
+    producer = Producer({"bootstrap.servers": shared_cluster.bootstrap_servers, "acks": "all"})
+    base = 1_700_000_000_000
+    for partition in (0, 1):
+        for i in range(10):  # partition 1's timestamps are 5 s later than partition 0's
+            producer.produce(
+                topic, b"v", partition=partition, timestamp=base + partition * 5000 + i * 1000
+            )
+    assert producer.flush(30) == 0
+    # kcat takes a partition once per call, so one call per question.
+    for partition, timestamp, offset in [
+        (0, base + 2500, 3),  # between records: the first one after it
+        (0, base + 3000, 3),  # exactly a record's timestamp
+        (1, base + 4000, 0),  # before the first record
+        (1, base + 14_000, 9),
+        (0, base + 60_000, -1),  # past the last record: Kafka answers -1
+        (0, -1, 10),  # latest: the end offset
+        (1, -2, 0),  # earliest
+    ]:
+        out = json.loads(kcat(shared_cluster, "-Q", "-J", "-t", f"{topic}:{partition}:{timestamp}",
+                              new=new))  # fmt: skip
+        assert out[topic][str(partition)] == {"partition": partition, "offset": offset}
