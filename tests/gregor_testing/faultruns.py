@@ -6,23 +6,28 @@ reads the topic whole, and the checker (`history.py`) reads the history.
 `nox -s faults -- --runs N --seed S [--seconds T]` prints a table, a row per run, and last a
 machine-readable total:
 `total: runs=N acked=A lost=L duplicates=D reordered=R phantom=P unavailable_s=U`.
+
+Run n plays the schedule of seed S + n. A long session goes in chunks (each a topology of
+its own): `--first 26 --runs 25` plays runs 26-50; every run leaves its summary,
+`run-<n>.json`, in `--dir`, and `--table DIR...` prints the table of every summary found.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
 import tempfile
 import threading
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from gregor.devcluster import namespaces
 from gregor.devcluster.netns import NetnsTopology
 from gregor_testing.history import Report, check
-from gregor_testing.schedules import Fault, Jepsen2013, Nemesis, jepsen_2013, schedule
+from gregor_testing.schedules import KINDS, Fault, Jepsen2013, Nemesis, jepsen_2013, schedule
 
 DATACENTER = "dc1"
 CLIENT = "dc1-client"
@@ -38,6 +43,43 @@ class Run:
     history: Path
     nemesis: Nemesis
     scenario: Jepsen2013 | None = None
+
+    @property
+    def summary(self) -> Summary:
+        r = self.report
+        return Summary(
+            self.number, self.seed, [str(f) for f in self.faults] or ["jepsen2013"],
+            r.sent, r.acked, r.errors, len(r.lost), len(r.duplicates), len(r.reordered),
+            len(r.phantom), len(r.misplaced), round(r.unavailable_s, 1), r.lost[:20],
+            str(self.history),
+        )  # fmt: skip
+
+
+@dataclass
+class Summary:
+    """A run's row of the table, kept as `run-<number>.json` beside its history."""
+
+    number: int
+    seed: int
+    schedule: list[str]
+    sent: int
+    acked: int
+    errors: int
+    lost: int
+    duplicates: int
+    reordered: int
+    phantom: int
+    moved: int
+    unavailable_s: float
+    lost_ids: list[str]  # the first few, to look for in the history
+    history: str
+
+    def save(self, directory: Path) -> None:
+        (directory / f"run-{self.number}.json").write_text(json.dumps(asdict(self)) + "\n")
+
+    @classmethod
+    def load(cls, path: Path) -> Summary:
+        return cls(**json.loads(path.read_text()))
 
 
 def workload(topology: NetnsTopology, command: str, *args: str) -> subprocess.Popen[bytes]:
@@ -73,10 +115,12 @@ def one_run(
     directory: Path,
     faults: int,
     scenario: str = "random",
+    kinds: tuple[str, ...] = (),
 ) -> Run:
-    """One run: the seeded random schedule, or (scenario "jepsen2013") Jepsen's 2013 one."""
+    """One run: the seeded random schedule (of `kinds` of fault, by default every kind),
+    or (scenario "jepsen2013") Jepsen's 2013 one."""
     nemesis = Nemesis(topology, DATACENTER)
-    plan = schedule(seed, seconds, nemesis.hosts, faults) if scenario == "random" else []
+    plan = schedule(seed, seconds, nemesis.hosts, faults, kinds) if scenario == "random" else []
     seen: Jepsen2013 | None = None
     topic, history = f"jepsen-{number}", directory / f"history-{number}.jsonl"
     finish(workload(topology, "create", "--topic", topic), "create", 90)
@@ -101,31 +145,43 @@ def one_run(
 
 
 def runs(
-    topology: NetnsTopology, count: int, seed: int, seconds: float, directory: Path, faults: int
+    topology: NetnsTopology,
+    count: int,
+    seed: int,
+    seconds: float,
+    directory: Path,
+    faults: int,
+    first: int = 1,
+    kinds: tuple[str, ...] = (),
 ) -> list[Run]:
-    return [one_run(topology, n, seed + n, seconds, directory, faults) for n in range(1, count + 1)]
+    """Runs `first` .. `first + count - 1`, run n with the schedule of seed `seed + n`."""
+    return [
+        one_run(topology, n, seed + n, seconds, directory, faults, kinds=kinds)
+        for n in range(first, first + count)
+    ]
 
 
-def table(done: list[Run]) -> str:
+def table(rows: list[Summary]) -> str:
     head = f"{'run':>4} {'seed':>6} {'sent':>6} {'acked':>6} {'errors':>6} {'lost':>4} "
     head += f"{'dup':>4} {'reord':>5} {'phant':>5} {'moved':>5} {'unavail_s':>9}  schedule"
-    lines = [head]
-    total = Report()
-    for run in done:
-        r = run.report
-        total.add(r)
-        lines.append(
-            f"{run.number:>4} {run.seed:>6} {r.sent:>6} {r.acked:>6} {r.errors:>6} "
-            f"{len(r.lost):>4} {len(r.duplicates):>4} {len(r.reordered):>5} "
-            f"{len(r.phantom):>5} {len(r.misplaced):>5} {r.unavailable_s:>9.1f}  "
-            + "; ".join(str(f) for f in run.faults or ["jepsen2013"])
-        )
+    lines = [head] + [
+        f"{r.number:>4} {r.seed:>6} {r.sent:>6} {r.acked:>6} {r.errors:>6} {r.lost:>4} "
+        f"{r.duplicates:>4} {r.reordered:>5} {r.phantom:>5} {r.moved:>5} "
+        f"{r.unavailable_s:>9.1f}  " + "; ".join(r.schedule)
+        for r in rows
+    ]
     lines.append(
-        f"total: runs={len(done)} acked={total.acked} lost={len(total.lost)} "
-        f"duplicates={len(total.duplicates)} reordered={len(total.reordered)} "
-        f"phantom={len(total.phantom)} unavailable_s={total.unavailable_s:.1f}"
+        f"total: runs={len(rows)} acked={sum(r.acked for r in rows)} "
+        f"lost={sum(r.lost for r in rows)} duplicates={sum(r.duplicates for r in rows)} "
+        f"reordered={sum(r.reordered for r in rows)} phantom={sum(r.phantom for r in rows)} "
+        f"unavailable_s={sum(r.unavailable_s for r in rows):.1f}"
     )
     return "\n".join(lines)
+
+
+def summaries(directories: list[Path]) -> list[Summary]:
+    found = [Summary.load(p) for d in directories for p in d.glob("run-*.json")]
+    return sorted(found, key=lambda r: r.number)
 
 
 def main() -> None:
@@ -134,27 +190,45 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--first", type=int, default=1, help="the number of the first run")
     parser.add_argument("--seconds", type=float, default=45, help="each run's length")
     parser.add_argument("--faults", type=int, default=4, help="faults a run")
-    parser.add_argument("--dir", type=Path, help="where the topology and histories live")
+    parser.add_argument("--dir", type=Path, help="where the topology, histories, summaries live")
     parser.add_argument(
         "--scenario", choices=["random", "jepsen2013"], default="random", help="the faults"
     )
+    parser.add_argument(
+        "--kinds", nargs="+", choices=KINDS, default=[], help="the kinds of fault (default: all)"
+    )
+    parser.add_argument(
+        "--table", type=Path, nargs="+", help="only print the table of the summaries in these"
+    )
     args = parser.parse_args()
+    if args.table:
+        rows = summaries(args.table)
+        print(table(rows))
+        sys.exit(
+            0 if all(r.lost + r.duplicates + r.reordered + r.phantom == 0 for r in rows) else 1
+        )
     directory = args.dir or Path(tempfile.mkdtemp(prefix="gregor-faults-"))
-    print(f"topology and histories in {directory}", flush=True)
-    done: list[Run] = []
+    directory.mkdir(parents=True, exist_ok=True)
+    print(f"topology, histories and summaries in {directory}", flush=True)
+    done: list[Summary] = []
+    ok = True
     with topology_up(directory / "topology", datacenters=[DATACENTER]) as topology:
-        for n in range(1, args.runs + 1):
+        for n in range(args.first, args.first + args.runs):
             run = one_run(
-                topology, n, args.seed + n, args.seconds, directory, args.faults, args.scenario
-            )
-            done.append(run)
+                topology, n, args.seed + n, args.seconds, directory, args.faults,
+                args.scenario, tuple(args.kinds),
+            )  # fmt: skip
+            run.summary.save(directory)
+            done.append(run.summary)
+            ok = ok and run.report.ok
             if run.scenario is not None:
                 print("\n".join(run.nemesis.done), flush=True)
             print(table(done).splitlines()[-2], flush=True)
     print(table(done))
-    sys.exit(0 if all(run.report.ok for run in done) else 1)
+    sys.exit(0 if ok else 1)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 PROCESS_FAULTS = ("kill", "pause", "restart")
 NETWORK_FAULTS = ("isolate", "split", "one_way")
+KINDS = PROCESS_FAULTS + NETWORK_FAULTS
 CONTROLLER = "controller"
 PAUSE_AT_LEAST = 8.0  # seconds: past the brokers' zookeeper.session.timeout.ms (6 s)
 
@@ -57,7 +58,7 @@ def schedule(
     while the producers still send), among `hosts` (ZooKeepers and brokers) and the
     controller."""
     rng = random.Random(seed)
-    kinds = kinds or PROCESS_FAULTS + NETWORK_FAULTS
+    kinds = kinds or KINDS
     planned: list[Fault] = []
     for _ in range(faults):
         kind = rng.choice(kinds)
