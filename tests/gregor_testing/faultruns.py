@@ -30,6 +30,7 @@ from gregor_testing.history import Report, check
 from gregor_testing.schedules import KINDS, Fault, Jepsen2013, Nemesis, jepsen_2013, schedule
 
 DATACENTER = "dc1"
+DISK_MB = 128  # each broker's log directory: room for a few dozen runs, quick to fill
 CLIENT = "dc1-client"
 WORKLOAD = Path(__file__).with_name("workload.py")
 
@@ -116,11 +117,15 @@ def one_run(
     faults: int,
     scenario: str = "random",
     kinds: tuple[str, ...] = (),
+    plan: list[Fault] | None = None,
 ) -> Run:
-    """One run: the seeded random schedule (of `kinds` of fault, by default every kind),
-    or (scenario "jepsen2013") Jepsen's 2013 one."""
+    """One run: `plan`, else the seeded random schedule (of `kinds` of fault, by default
+    every kind), or (scenario "jepsen2013") Jepsen's 2013 one."""
     nemesis = Nemesis(topology, DATACENTER)
-    plan = schedule(seed, seconds, nemesis.hosts, faults, kinds) if scenario == "random" else []
+    if plan is None:
+        plan = []
+        if scenario == "random":
+            plan = schedule(seed, seconds, nemesis.hosts, faults, kinds, nemesis.brokers)
     seen: Jepsen2013 | None = None
     topic, history = f"jepsen-{number}", directory / f"history-{number}.jsonl"
     finish(workload(topology, "create", "--topic", topic), "create", 90)
@@ -215,7 +220,9 @@ def main() -> None:
     print(f"topology, histories and summaries in {directory}", flush=True)
     done: list[Summary] = []
     ok = True
-    with topology_up(directory / "topology", datacenters=[DATACENTER]) as topology:
+    with topology_up(
+        directory / "topology", datacenters=[DATACENTER], broker_disk_mb=DISK_MB
+    ) as topology:
         for n in range(args.first, args.first + args.runs):
             run = one_run(
                 topology, n, args.seed + n, args.seconds, directory, args.faults,

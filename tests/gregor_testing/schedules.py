@@ -8,7 +8,13 @@ A schedule (`schedule(seed, seconds, ...)`, the same for the same seed) is a lis
   (SIGSTOP past the ZooKeeper session timeout, then SIGCONT), `restart` (a clean stop, then
   started again at the end);
 - network faults (`gregor.devcluster.netfaults`): `isolate` a host, `split` the datacenter
-  in two, `one_way` (the first host's packets never reach the second).
+  in two, `one_way` (the first host's packets never reach the second);
+- on a broker or the controller: `expire` its ZooKeeper session while the process lives
+  (its packets to and from every ZooKeeper dropped past the session timeout: once healed,
+  kazoo finds the session expired and starts a new one, the broker registers again, and a
+  controller resigns and another is elected), and `disk_full` (its log directory's tmpfs
+  filled: it halts, as Kafka does once every log dir is offline; freed and started again
+  at the end; needs a topology with `broker_disk_mb`).
 
 `Nemesis.play` runs the schedule against the clock; `restore` then heals the network,
 resumes and starts every process, and waits until every partition is whole again.
@@ -22,9 +28,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
-from gregor.devcluster import namespaces
+from gregor.devcluster import disks, namespaces
+from gregor.devcluster.broker import BrokerProcess
 from gregor.devcluster.netfaults import NetworkFaults
 from gregor.devcluster.netns import NetnsTopology
 from gregor.devcluster.supervisor import Supervised
@@ -35,7 +43,9 @@ log = logging.getLogger(__name__)
 
 PROCESS_FAULTS = ("kill", "pause", "restart")
 NETWORK_FAULTS = ("isolate", "split", "one_way")
-KINDS = PROCESS_FAULTS + NETWORK_FAULTS
+BROKER_FAULTS = ("expire", "disk_full")  # on a broker (or the controller) only
+KINDS = PROCESS_FAULTS + NETWORK_FAULTS + BROKER_FAULTS
+LONG_FAULTS = ("pause", "expire")  # past the session timeout
 CONTROLLER = "controller"
 PAUSE_AT_LEAST = 8.0  # seconds: past the brokers' zookeeper.session.timeout.ms (6 s)
 
@@ -52,21 +62,28 @@ class Fault:
 
 
 def schedule(
-    seed: int, seconds: float, hosts: list[str], faults: int = 3, kinds: tuple[str, ...] = ()
+    seed: int,
+    seconds: float,
+    hosts: list[str],
+    faults: int = 3,
+    kinds: tuple[str, ...] = (),
+    brokers: list[str] | None = None,
 ) -> list[Fault]:
     """`faults` faults over the first 80% of `seconds` (the rest lets the cluster settle
     while the producers still send), among `hosts` (ZooKeepers and brokers) and the
-    controller."""
+    controller; the broker faults among `brokers` (by default, `hosts`)."""
     rng = random.Random(seed)
     kinds = kinds or KINDS
     planned: list[Fault] = []
     for _ in range(faults):
         kind = rng.choice(kinds)
-        length = rng.uniform(PAUSE_AT_LEAST, 12) if kind == "pause" else rng.uniform(3, 10)
+        length = rng.uniform(PAUSE_AT_LEAST, 12) if kind in LONG_FAULTS else rng.uniform(3, 10)
         length = min(length, seconds * 0.8)
         at = rng.uniform(0, seconds * 0.8 - length)
         if kind in PROCESS_FAULTS:
             targets = (rng.choice([*hosts, CONTROLLER]),)
+        elif kind in BROKER_FAULTS:
+            targets = (rng.choice([*(brokers or hosts), CONTROLLER]),)
         elif kind == "split":
             targets = tuple(sorted(rng.sample(hosts, rng.randint(1, len(hosts) // 2))))
         elif kind == "one_way":
@@ -116,6 +133,11 @@ class Nemesis:
     def process(self, host: str) -> Supervised:
         return self.topology.processes[host]
 
+    def data_dir(self, broker: str) -> Path:
+        if not self.topology.broker_disk_mb:
+            raise ValueError("disk_full needs a topology whose brokers have disks (broker_disk_mb)")
+        return cast(BrokerProcess, self.process(broker)).data_dir
+
     def play(self, faults: list[Fault], stop: threading.Event) -> None:
         """Each fault's start and end at its time from now (until `stop` is set)."""
         started = time.monotonic()
@@ -129,7 +151,7 @@ class Nemesis:
             action()
 
     def _actions(self, fault: Fault) -> tuple[Callable[[], None], Callable[[], None]]:
-        resolved: list[str] = []
+        resolved: list[Fault] = []  # the fault on the hosts it hit (the controller named)
 
         def note(what: str) -> None:
             self.done.append(f"{time.strftime('%H:%M:%S')} {what}")
@@ -139,7 +161,7 @@ class Nemesis:
             hosts = list(fault.hosts)
             if hosts == [CONTROLLER]:
                 hosts = [self.controller() or self.brokers[0]]
-            resolved[:] = hosts
+            resolved.append(Fault(fault.at, fault.seconds, fault.kind, tuple(hosts)))
             note(f"{fault.kind} {','.join(hosts)}")
             if fault.kind == "kill":
                 self.process(hosts[0]).kill()
@@ -147,18 +169,25 @@ class Nemesis:
                 self.process(hosts[0]).pause()
             elif fault.kind == "restart":
                 self.process(hosts[0]).stop(30)
+            elif fault.kind == "disk_full":
+                filled = disks.fill(self.data_dir(hosts[0]))
+                note(f"{hosts[0]}'s disk filled ({filled >> 20} MiB)")
             else:
-                self._partitioned.append(fault)
-                self._apply(fault)
+                self._partitioned.append(resolved[0])
+                self._apply(resolved[0])
 
         def end() -> None:
-            note(f"end {fault.kind} {','.join(resolved)}")
+            hosts = resolved[0].hosts
+            note(f"end {fault.kind} {','.join(hosts)}")
             if fault.kind in ("kill", "restart"):
-                self.process(resolved[0]).launch()  # type: ignore[attr-defined]
+                self.process(hosts[0]).launch()  # type: ignore[attr-defined]
             elif fault.kind == "pause":
-                self.process(resolved[0]).resume()
+                self.process(hosts[0]).resume()
+            elif fault.kind == "disk_full":
+                disks.free(self.data_dir(hosts[0]))
+                self.process(hosts[0]).launch()  # type: ignore[attr-defined]
             else:
-                self._partitioned.remove(fault)
+                self._partitioned.remove(resolved[0])
                 self.network.heal()
                 for other in self._partitioned:
                     self._apply(other)
@@ -168,6 +197,8 @@ class Nemesis:
     def _apply(self, fault: Fault) -> None:
         if fault.kind == "isolate":
             self.network.isolate(fault.hosts[0])
+        elif fault.kind == "expire":
+            self.network.partition(fault.hosts, self.zookeepers)
         elif fault.kind == "split":
             self.network.split_datacenter(self.datacenter, fault.hosts)
         else:
@@ -181,6 +212,8 @@ class Nemesis:
         deadline = time.monotonic() + timeout
         for host in self.hosts:
             self.process(host).resume()
+        for host in self.brokers if self.topology.broker_disk_mb else []:
+            disks.free(self.data_dir(host))
         for host in self.hosts:
             self._serving(host, deadline)
         while not self.whole():

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from gregor.devcluster import namespaces
+from gregor.devcluster import disks, namespaces
 from gregor.devcluster.netns import NetnsTopology
 from gregor.devcluster.topology import load
 
@@ -34,12 +34,16 @@ requires_netns = pytest.mark.skipif(
 
 @contextmanager
 def topology_up(
-    directory: Path, services: bool = True, datacenters: Collection[str] | None = None
+    directory: Path,
+    services: bool = True,
+    datacenters: Collection[str] | None = None,
+    broker_disk_mb: int | None = None,
 ) -> Iterator[NetnsTopology]:
     """The topology of infra/topology.toml up under `directory` (the services of
-    `datacenters` only, if given), and down after, also when the test fails (its brokers'
-    and ZooKeepers' logs stay in `directory`)."""
-    topology = NetnsTopology(load(DESCRIPTION), directory)
+    `datacenters` only, if given; each broker's data on a tmpfs of `broker_disk_mb`, if
+    given), and down after, also when the test fails (its brokers' and ZooKeepers' logs stay
+    in `directory`)."""
+    topology = NetnsTopology(load(DESCRIPTION), directory, broker_disk_mb=broker_disk_mb)
     topology.up(services, datacenters=datacenters)
     try:
         yield topology
@@ -68,8 +72,9 @@ def cli_down(directory: Path) -> str:
 
 def leftovers(topology: NetnsTopology) -> list[str]:
     """Whatever of this run is still on the machine: namespaces, /etc/netns folders, live
-    processes started from its folder, its state file."""
+    processes started from its folder, disks mounted in it, its state file."""
     found = namespaces.namespaces(topology.prefix)
+    found += [f"mount {p}" for p in disks.mounts_under(topology.directory)]
     if namespaces.NETNS_ETC.exists():
         found += [str(p) for p in namespaces.NETNS_ETC.glob(f"{topology.prefix}*")]
     for proc in Path("/proc").glob("[0-9]*"):

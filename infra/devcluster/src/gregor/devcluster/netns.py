@@ -8,7 +8,8 @@ to a hash of the folder. Every link and address lives inside these namespaces an
 the machine's own, so deleting them removes the whole network, firewall rules included.
 ZooKeeper and the brokers run inside their host's namespace through the same launcher as
 the local cluster (`ZooKeeper`, `BrokerProcess`), each with its config, data and log in
-`<folder>/<host>/`.
+`<folder>/<host>/`. With `broker_disk_mb` each broker's data folder is a tmpfs of that size
+(`disks`), for faults that fill a broker's disk.
 
 `down` works from what is on disk and in the kernel (the state file, the namespaces with
 this run's prefix and the processes inside them), so it cleans up after a harness that
@@ -25,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from gregor.devcluster import namespaces
+from gregor.devcluster import disks, namespaces
 from gregor.devcluster.broker import BrokerProcess
 from gregor.devcluster.supervisor import Supervised
 from gregor.devcluster.topology import Host, Topology, load
@@ -56,8 +57,15 @@ class HostStatus:
 class NetnsTopology:
     """The topology's namespaces and processes for one run (`run_id`) under `directory`."""
 
-    def __init__(self, topology: Topology, directory: Path, run_id: str | None = None) -> None:
+    def __init__(
+        self,
+        topology: Topology,
+        directory: Path,
+        run_id: str | None = None,
+        broker_disk_mb: int | None = None,
+    ) -> None:
         self.topology = topology
+        self.broker_disk_mb = broker_disk_mb
         self.directory = directory.absolute()
         self.run_id = run_id or default_run_id(self.directory)
         if not _RUN_ID.match(self.run_id):
@@ -210,6 +218,8 @@ class NetnsTopology:
     def _broker(self, host: Host) -> BrokerProcess:
         broker = broker_for(self.topology, host, self.directory / host.name, str(host.address))
         broker.namespace = self.namespace(host.name)
+        if self.broker_disk_mb:
+            disks.mount(broker.data_dir, self.broker_disk_mb)
         self.processes[host.name] = broker
         return broker
 
@@ -298,6 +308,7 @@ def teardown(directory: Path, prefix: str | None = None) -> list[str]:
     etc = namespaces.NETNS_ETC
     for leftover in [f for p in prefixes for f in etc.glob(f"{p}*")] if etc.exists() else []:
         namespaces.delete(leftover.name)
+    disks.unmount_under(directory)
     state_path.unlink(missing_ok=True)
     return present
 

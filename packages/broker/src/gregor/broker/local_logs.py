@@ -4,13 +4,23 @@ A topic's log settings are the broker's `log.*` defaults (with the dynamic broke
 of /config/brokers applied) and the topic's overrides from /config/topics. They are kept
 here and applied to the open logs as they change. The log manager (gregor-storage) is
 opened by the broker once the dynamic configs are known; until then nothing is hosted.
+
+A log directory whose I/O fails (a disk full, a disk gone) goes offline in the log manager.
+Once every directory is offline the broker can serve no replica, so it halts as Kafka's
+LogManager does ("all log dirs have failed"): its ZooKeeper session then expires and the
+controller elects other leaders from the ISR. Restarted once the disk is back, it recovers
+its logs and catches up as any restarted broker. (With several directories and one offline,
+its partitions answer KAFKA_STORAGE_ERROR until a restart; the controller is not told, as
+Kafka tells it through /log_dir_event_notification.)
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import uuid
 from collections.abc import Mapping
+from pathlib import Path
 
 from gregor.broker.config import BrokerConfig
 from gregor.broker.zk import KafkaZkClient, znodes
@@ -46,7 +56,22 @@ class LocalLogs:
             cluster_id=cluster_id,
             topic_config=self.topic_log_config,
         )
+        self._log_manager.on_dir_failure = self._dir_failed
         return self._log_manager
+
+    def _dir_failed(self, path: Path) -> None:
+        """In the thread whose I/O failed: halt once no log directory is left."""
+        manager = self.log_manager
+        if manager.live_dirs:
+            log.error("log directory %s is offline: its partitions wait for a restart", path)
+            return
+        log.critical(
+            "broker %d: every log directory (%s) is offline; halting",
+            self.config.broker_id,
+            ", ".join(str(d) for d in manager.offline_dirs),
+        )
+        logging.shutdown()
+        os._exit(1)  # as Kafka's Exit.halt: nothing more may be written or acknowledged
 
     # -- the logs ----------------------------------------------------------------------------
 
