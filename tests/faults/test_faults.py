@@ -16,7 +16,7 @@ import pytest
 
 from gregor.devcluster.netns import NetnsTopology
 from gregor_testing.faultruns import DATACENTER, DISK_MB, Run, one_run, runs, table
-from gregor_testing.schedules import CONTROLLER, Fault
+from gregor_testing.nemesis import CONTROLLER, Fault
 from gregor_testing.topology import requires_netns, topology_up
 
 pytestmark = [requires_netns, pytest.mark.slow]

@@ -27,7 +27,8 @@ from pathlib import Path
 from gregor.devcluster import namespaces
 from gregor.devcluster.netns import NetnsTopology
 from gregor_testing.history import Report, check
-from gregor_testing.schedules import KINDS, Fault, Jepsen2013, Nemesis, jepsen_2013, schedule
+from gregor_testing.nemesis import Fault, Hosts, Nemesis
+from gregor_testing.schedules import KINDS, Jepsen2013, jepsen_2013, schedule
 
 DATACENTER = "dc1"
 DISK_MB = 128  # each broker's log directory: room for a few dozen runs, quick to fill
@@ -121,11 +122,11 @@ def one_run(
 ) -> Run:
     """One run: `plan`, else the seeded random schedule (of `kinds` of fault, by default
     every kind), or (scenario "jepsen2013") Jepsen's 2013 one."""
-    nemesis = Nemesis(topology, DATACENTER)
+    nemesis = Nemesis(Hosts.of_topology(topology, DATACENTER))
     if plan is None:
         plan = []
         if scenario == "random":
-            plan = schedule(seed, seconds, nemesis.hosts, faults, kinds, nemesis.brokers)
+            plan = schedule(seed, seconds, nemesis.hosts.names, faults, kinds, nemesis.brokers)
     seen: Jepsen2013 | None = None
     topic, history = f"jepsen-{number}", directory / f"history-{number}.jsonl"
     finish(workload(topology, "create", "--topic", topic), "create", 90)

@@ -1,6 +1,6 @@
-"""A nemesis for Jepsen-style tests: it finds the broker that plays a role now (a
-transaction coordinator, a partition's leader, the controller), SIGKILLs it, waits until
-the cluster has moved the role to another broker, restarts it, and waits until every
+"""The nemesis (`nemesis.py`) on a local cluster, striking the broker that plays a role now
+(a transaction coordinator, a partition's leader, the controller): it SIGKILLs it, waits
+until the cluster has moved the role to another broker, restarts it, and waits until every
 partition is fully replicated again before the next fault.
 
 The roles are functions the test gives (`Role`: which broker plays it now); the finders
@@ -10,31 +10,19 @@ ZooKeeper.
 
 from __future__ import annotations
 
-import logging
-import time
-from collections.abc import Callable, Mapping
-
-import attrs
+from collections.abc import Mapping
 
 from gregor.broker.zk import znodes
 from gregor.devcluster import BrokerProcess, LocalCluster
 from gregor.protocol.apis.find_coordinator import FindCoordinatorRequest
 from gregor.protocol.errors import ErrorCode
-from gregor_testing.cluster import (
-    WireClient,
-    metadata,
-    partitions_of,
-    wait_for,
-    wait_unregistered,
-)
+from gregor_testing import nemesis
+from gregor_testing.cluster import WireClient, partitions_of, wait_for
+from gregor_testing.nemesis import Role
 from gregor_testing.processes import zookeeper_client
-
-log = logging.getLogger(__name__)
 
 TRANSACTION_KEY = 1
 GROUP_KEY = 0
-
-Role = Callable[[], int]
 
 
 def live_brokers(cluster: LocalCluster) -> list[BrokerProcess]:
@@ -83,75 +71,12 @@ def partition_leader(cluster: LocalCluster, topic: str, partition: int) -> int:
     return seen[partition].leader_id if partition in seen else -1
 
 
-def moved_away(cluster: LocalCluster, broker_id: int) -> bool:
-    """A live broker's Metadata shows `broker_id` leading nothing, every partition led, and
-    a controller that is another broker."""
-    try:
-        seen = metadata(cluster, None, live_brokers(cluster)[0].broker_id)
-    except OSError:
-        return False
-    if seen.controller_id in (broker_id, -1):
-        return False
-    return all(
-        p.leader_id not in (broker_id, -1) for topic in seen.topics for p in topic.partitions
-    )
-
-
-def fully_replicated(cluster: LocalCluster) -> bool:
-    """Every live broker answers, and shows every partition led and its ISR complete."""
-    for broker in live_brokers(cluster):
-        try:
-            seen = metadata(cluster, None, broker.broker_id)
-        except OSError:
-            return False
-        for topic in seen.topics:
-            if topic.error_code != ErrorCode.NONE:
-                return False
-            for p in topic.partitions:
-                if p.leader_id < 0 or sorted(p.isr_nodes) != sorted(p.replica_nodes):
-                    return False
-    return True
-
-
-@attrs.frozen
-class Fault:
-    role: str
-    broker_id: int
-    seconds: float  # from the kill until the cluster was whole again
-
-
-class Nemesis:
+class Nemesis(nemesis.Nemesis):
     """SIGKILLs the broker playing each role in turn (`roles` in the order given, round
-    robin), and brings it back; `faults` is the history."""
+    robin, `strike`), and brings it back; `faults` is the history."""
 
     def __init__(
         self, cluster: LocalCluster, roles: Mapping[str, Role], timeout: float = 120.0
     ) -> None:
+        super().__init__(nemesis.Hosts.of_cluster(cluster), roles, timeout)
         self.cluster = cluster
-        self.roles = dict(roles)
-        self.timeout = timeout
-        self.faults: list[Fault] = []
-
-    def next_role(self) -> str:
-        names = list(self.roles)
-        return names[len(self.faults) % len(names)]
-
-    def strike(self, role: str | None = None) -> Fault:
-        role = role or self.next_role()
-        broker_id = self.roles[role]()
-        victim = self.cluster.broker(broker_id)
-        started = time.monotonic()
-        log.info("nemesis: SIGKILL broker %d (%s)", broker_id, role)
-        victim.kill()
-        wait_unregistered(self.cluster, broker_id, self.timeout)
-        wait_for(
-            lambda: moved_away(self.cluster, broker_id),
-            self.timeout,
-            f"broker {broker_id}'s roles ({role} among them) to move",
-        )
-        victim.start()
-        wait_for(lambda: fully_replicated(self.cluster), self.timeout, "every ISR complete")
-        fault = Fault(role, broker_id, time.monotonic() - started)
-        self.faults.append(fault)
-        log.info("nemesis: broker %d back (%s, %.1f s)", broker_id, role, fault.seconds)
-        return fault
