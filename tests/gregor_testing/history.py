@@ -10,7 +10,9 @@ record's id is `<producer>:<sequence>`, its producer's sequence counting up from
 - duplicates: read more than once (0 with idempotence);
 - reordered: read before a record its producer sent earlier to the same partition (0);
 - phantom: read, never sent (0);
-- misplaced: read at another offset than its acknowledgement named (0);
+- misplaced: read at another offset than its acknowledgement named (0; an acknowledgement
+  may name none: librdkafka reports records it infers were written, from a later batch's
+  acknowledgement after a failed request, with no offset);
 - unavailable_s: seconds of the sending time without a single acknowledgement, counting
   only silences longer than `GAP` (a fault's cost, not the producer's linger).
 """
@@ -113,7 +115,9 @@ def check(path: Path) -> Report:
         {
             r["id"]
             for r in reads
-            if r["id"] in acked and acked[r["id"]] != (r["partition"], r["offset"])
+            if r["id"] in acked
+            and acked[r["id"]][1] is not None
+            and acked[r["id"]] != (r["partition"], r["offset"])
         }
     )
     last: dict[tuple[int, str], int] = {}  # (partition, producer) -> last sequence read
