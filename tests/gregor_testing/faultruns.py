@@ -48,13 +48,8 @@ class Run:
 
     @property
     def summary(self) -> Summary:
-        r = self.report
-        return Summary(
-            self.number, self.seed, [str(f) for f in self.faults] or ["jepsen2013"],
-            r.sent, r.acked, r.errors, len(r.lost), len(r.duplicates), len(r.reordered),
-            len(r.phantom), len(r.misplaced), round(r.unavailable_s, 1), r.lost[:20],
-            str(self.history),
-        )  # fmt: skip
+        return Summary.of(self.number, self.seed, [str(f) for f in self.faults], self.report,
+                          self.history)  # fmt: skip
 
 
 @dataclass
@@ -80,22 +75,47 @@ class Summary:
         (directory / f"run-{self.number}.json").write_text(json.dumps(asdict(self)) + "\n")
 
     @classmethod
+    def of(cls, number: int, seed: int, schedule: list[str], r: Report, history: Path) -> Summary:
+        return cls(
+            number, seed, schedule or ["jepsen2013"], r.sent, r.acked, r.errors, len(r.lost),
+            len(r.duplicates), len(r.reordered), len(r.phantom), len(r.misplaced),
+            round(r.unavailable_s, 1), r.lost[:20], str(history),
+        )  # fmt: skip
+
+    @classmethod
     def load(cls, path: Path) -> Summary:
-        return cls(**json.loads(path.read_text()))
+        """A kept summary, its counts checked again from its history if that is still there
+        (the checker may have learnt since)."""
+        kept = cls(**json.loads(path.read_text()))
+        history = Path(kept.history)
+        if not history.exists():
+            return kept
+        return cls.of(kept.number, kept.seed, kept.schedule, check(history), history)
 
 
-def workload(topology: NetnsTopology, command: str, *args: str) -> subprocess.Popen[bytes]:
-    """`workload.py command` on the client host, against dc1's cluster."""
-    argv = [
-        *namespaces.exec_prefix(topology.namespace(CLIENT)),
+def workload_argv(
+    topology: NetnsTopology,
+    command: str,
+    *args: str,
+    host: str = CLIENT,
+    datacenter: str = DATACENTER,
+) -> list[str]:
+    """`workload.py command` on a client host (by default dc1's), against a datacenter's
+    cluster (by default dc1)."""
+    return [
+        *namespaces.exec_prefix(topology.namespace(host)),
         sys.executable,
         str(WORKLOAD),
         command,
         "--bootstrap",
-        topology.bootstrap_servers(DATACENTER),
+        topology.bootstrap_servers(datacenter),
         *args,
     ]
-    return subprocess.Popen(argv, stdin=subprocess.DEVNULL)
+
+
+def workload(topology: NetnsTopology, command: str, *args: str) -> subprocess.Popen[bytes]:
+    """`workload.py command` on dc1's client host, against dc1's cluster."""
+    return subprocess.Popen(workload_argv(topology, command, *args), stdin=subprocess.DEVNULL)
 
 
 def finish(process: subprocess.Popen[bytes], what: str, timeout: float) -> None:
