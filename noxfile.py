@@ -215,7 +215,8 @@ def topology_cycles(session: nox.Session) -> None:
 def faults(session: nox.Session) -> None:
     """Jepsen-style fault runs on dc1's cluster of the namespace topology (needs root):
     `nox -s faults -- --runs N --seed S [--seconds T]`; prints a table and a total line.
-    The default suite runs a short variant (tests/faults)."""
+    A long session goes in chunks (`--first N --dir D`, then `--table D1 D2 ...`). The
+    default suite runs a short variant (tests/faults)."""
     install(session, *PACKAGES, extra=[*LAUNCHER, *TEST_DEPS])
     tests = str(ROOT / "tests")
     session.run(
