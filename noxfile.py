@@ -369,3 +369,34 @@ def bench_mirror(session: nox.Session) -> None:
     design), same records, same run: records/s and CPU per record (--records N)."""
     install(session, *PACKAGES, extra=[*LAUNCHER, "confluent-kafka>=2.4", "kazoo>=2.9"])
     session.run("python", "bench/bench_mirror.py", *session.posargs)
+
+
+@nox.session
+def bench_peers(session: nox.Session) -> None:
+    """The Kafka paper's experiment: Gregor (confluent-kafka, gregor-client) against
+    RabbitMQ, ActiveMQ and NATS JetStream, 200-byte messages, acknowledged durable writes;
+    installs the peers from Debian first (infra/peers.sh). Writes bench/results/peers.png
+    and peers.json (--messages N, --single N, --rounds R, --only NAME ...)."""
+    session.run(str(ROOT / "infra" / "peers.sh"), external=True)
+    # The peers' usual Python clients, and matplotlib for the chart.
+    peer_clients = ["aio-pika>=9", "stomp-py>=8", "nats-py>=2.6", "matplotlib>=3.7"]
+    install(session, *PACKAGES, extra=[*LAUNCHER, "confluent-kafka>=2.4", *peer_clients])
+    session.run("python", "bench/bench_peers.py", *session.posargs)
+
+
+@nox.session
+def bench_latency(session: nox.Session) -> None:
+    """End-to-end latency, produce to consume, at 1k, 10k and 100k records/s of 100 bytes:
+    acks=all and acks=1 on 3 brokers (RF=3), then one broker; p50/p99/p99.9/max
+    (--seconds S, --loads R ..., --settings BROKERS:ACKS ...)."""
+    install(session, *PACKAGES, extra=[*LAUNCHER, "confluent-kafka>=2.4"])
+    session.run("python", "bench/bench_latency.py", *session.posargs)
+
+
+@nox.session
+def bench_scale(session: nox.Session) -> None:
+    """One broker with 1,000 then 10,000 partitions (RF=1), 1,000 idle connections and 100
+    producers: RSS, fds, Metadata latency, produce spread over every partition against 10,
+    restart and SIGKILL recovery (--partitions N ..., --records-per-producer R)."""
+    install(session, *PACKAGES, extra=[*LAUNCHER, "confluent-kafka>=2.4"])
+    session.run("python", "bench/bench_scale.py", *session.posargs)

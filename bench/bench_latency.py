@@ -1,0 +1,219 @@
+"""End-to-end latency, produce to consume, at fixed offered loads: 100-byte records offered at
+1,000, 10,000 and 100,000 records/s by a confluent-kafka producer (acks=all, 3 brokers,
+RF=3 on this machine), read by a confluent-kafka consumer in another process; then the
+same with acks=1, and on one broker.
+
+Each record carries the time it was due to be sent (CLOCK_MONOTONIC, the same clock in
+every process of the machine), not the time it was sent: a producer that falls behind its
+schedule counts its lateness too (no coordinated omission). The consumer takes its clock
+as each record is handed to it. Printed per setting and load: the load achieved, p50,
+p99, p99.9 and max in milliseconds, and beside them the producer's acknowledgement
+latency (sampled one record in 100) - what is left of the end-to-end time is the wait for
+the high watermark and the consumer's fetch. The first second of each run is a warm-up,
+not counted. Goal: p99 <= 5 ms at 10,000 records/s with acks=all.
+
+    python bench/bench_latency.py [--seconds S] [--loads R ...] [--partitions P]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+# the benchmarks' shared helpers: this script runs from bench/, beside bench_broker
+from bench_broker import cpu_seconds
+
+TOPIC = "latency"
+SIZE = 100
+WARM_UP = 1.0
+SAMPLE = 100  # one producer acknowledgement timed per SAMPLE records
+GOAL_MS = 5.0
+SETTINGS = [(3, "all"), (3, "1"), (1, "1")]  # (brokers, acks)
+
+
+def producer(bootstrap: str, acks: str, rate: int, seconds: float, results: Any) -> None:
+    """Offer `rate` records/s for `seconds`: each due at start + n/rate, stamped with that
+    time. Puts (records sent, [ack latency ns of every SAMPLE-th record])."""
+    from confluent_kafka import Producer
+
+    acked: list[int] = []
+    errors: list[object] = []
+    client = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": acks,
+            "linger.ms": 0,
+            "enable.idempotence": False,
+            "queue.buffering.max.messages": 2_000_000,
+        }
+    )
+    client.produce(TOPIC, b"warm-up")
+    client.flush(30)
+    padding = b"p" * (SIZE - 8)
+    produce, poll, now = client.produce, client.poll, time.monotonic_ns
+
+    def sampled(due: int) -> Any:
+        def done(error: object, _message: object) -> None:
+            if error is not None:
+                errors.append(error)
+            else:
+                acked.append(now() - due)
+
+        return done
+
+    step = 1e9 / rate
+    total = int(rate * seconds)
+    start = now()
+    n = 0
+    while n < total:
+        # Send everything that is due by now (at high rates several per wake-up), then
+        # sleep until the next one is.
+        late = min(total, int((now() - start) / step) + 1)
+        while n < late:
+            due = start + int(n * step)
+            value = due.to_bytes(8, "big") + padding
+            if n % SAMPLE == 0:
+                produce(TOPIC, value, on_delivery=sampled(due))
+            else:
+                produce(TOPIC, value)
+            n += 1
+        poll(0)
+        wait = (start + n * step - now()) / 1e9
+        if wait > 0:
+            time.sleep(wait)
+    if client.flush(60) or errors:
+        results.put(RuntimeError(f"records not acknowledged: {errors[:3]}"))
+        return
+    warm = int(WARM_UP * 1e9)
+    results.put((total, [a for i, a in enumerate(acked) if i * SAMPLE * step >= warm]))
+
+
+def percentiles(values: list[int]) -> dict[str, float]:
+    """p50, p99, p99.9 and max of nanosecond figures, in milliseconds."""
+    if not values:
+        return {"p50": float("nan"), "p99": float("nan"), "p99.9": float("nan"), "max": 0.0}
+    ordered = sorted(values)
+
+    def at(q: float) -> float:
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1e6
+
+    return {"p50": at(0.5), "p99": at(0.99), "p99.9": at(0.999), "max": ordered[-1] / 1e6}
+
+
+def run_load(
+    bootstrap: str, acks: str, partitions: int, rate: int, seconds: float
+) -> tuple[float, dict[str, float], dict[str, float]]:
+    """(records/s achieved, end-to-end percentiles, acknowledgement percentiles)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-latency",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100,
+            "fetch.error.backoff.ms": 10,
+        }
+    )
+    try:
+        ends = [consumer.get_watermark_offsets(TopicPartition(TOPIC, p), 10) for p in
+                range(partitions)]  # fmt: skip
+        consumer.assign([TopicPartition(TOPIC, p, ends[p][1]) for p in range(partitions)])
+        consumer.consume(1, 0.5)  # connected and fetching before the producer starts
+        context = multiprocessing.get_context("spawn")
+        results = context.Queue()
+        child = context.Process(
+            target=producer, args=(bootstrap, acks, rate, seconds, results), daemon=True
+        )
+        child.start()
+        latencies: list[int] = []
+        now = time.monotonic_ns
+        started = None
+        total = int(rate * seconds) + 1  # and the producer's warm-up record
+        seen = 0
+        deadline = time.monotonic() + seconds + 120
+        while seen < total and time.monotonic() < deadline:
+            batch = consumer.consume(10_000, 1)
+            arrived = now()
+            for message in batch:
+                value = message.value()
+                if message.error() is None and value is not None and len(value) == SIZE:
+                    due = int.from_bytes(value[:8], "big")
+                    started = started or due
+                    if due - started >= WARM_UP * 1e9:
+                        latencies.append(arrived - due)
+            seen += len(batch)
+        outcome = results.get(timeout=120)
+        child.join(30)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        sent, acked = outcome
+        if seen < total:
+            raise RuntimeError(f"read {seen} of {total} records")
+        return sent / seconds, percentiles(latencies), percentiles(acked)
+    finally:
+        consumer.close()
+
+
+def main() -> int:
+    from gregor.devcluster import LocalCluster, create_topic
+
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=6.0, help="per load, warm-up included")
+    parser.add_argument("--loads", type=int, nargs="*", default=[1_000, 10_000, 100_000])
+    parser.add_argument("--partitions", type=int, default=3)
+    parser.add_argument(
+        "--settings", nargs="*", default=[f"{b}:{a}" for b, a in SETTINGS],
+        help="brokers:acks ...",
+    )  # fmt: skip
+    args = parser.parse_args()
+    print(
+        f"{SIZE}-byte records, {args.partitions} partitions, RF = brokers, "
+        f"{args.seconds:g} s per load (the first {WARM_UP:g} s not counted); milliseconds"
+    )
+    header = f"{'brokers':>7} {'acks':>4} {'offered':>8} {'achieved':>9}"
+    header += "".join(f"{c:>8}" for c in ("p50", "p99", "p99.9", "max"))
+    header += "  ack p50  ack p99  brokers' CPU"
+    print(header)
+    verdicts = []
+    for setting in args.settings:
+        brokers, acks = int(setting.split(":")[0]), setting.split(":")[1]
+        with tempfile.TemporaryDirectory(prefix="bench-latency-") as tmp:
+            cluster = LocalCluster(
+                Path(tmp), brokers, properties={"gregor.metrics.log.interval.ms": "0"}
+            )
+            cluster.start()
+            try:
+                create_topic(cluster, TOPIC, args.partitions, brokers)
+                pids = [b.pid for b in cluster.brokers if b.pid is not None]
+                for rate in args.loads:
+                    before = cpu_seconds(pids)
+                    achieved, e2e, ack = run_load(
+                        cluster.bootstrap_servers, acks, args.partitions, rate, args.seconds
+                    )
+                    cpu = (cpu_seconds(pids) - before) / args.seconds
+                    print(
+                        f"{brokers:>7} {acks:>4} {rate:>8,} {achieved:>9,.0f}"
+                        + "".join(f"{e2e[c]:>8.2f}" for c in ("p50", "p99", "p99.9", "max"))
+                        + f"{ack['p50']:>9.2f}{ack['p99']:>9.2f}  {cpu:.2f} cores",
+                        flush=True,
+                    )
+                    if brokers == 3 and acks == "all" and rate == 10_000:
+                        ok = e2e["p99"] <= GOAL_MS
+                        verdicts.append(
+                            f"goal p99 <= {GOAL_MS:g} ms at 10,000/s, acks=all: "
+                            f"{e2e['p99']:.2f} ms, {'met' if ok else 'not met'}"
+                        )
+            finally:
+                cluster.stop()
+    print("\n".join(verdicts))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
