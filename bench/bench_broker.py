@@ -335,6 +335,16 @@ def cpu_seconds(pids: list[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def process_tree(pid: int) -> list[int]:
+    """`pid` and its descendants, live (Linux /proc): a start script's server, say."""
+    found = [pid]
+    for task in Path(f"/proc/{pid}/task").glob("*"):  # a child belongs to the forking thread
+        with contextlib.suppress(OSError):
+            for child in (task / "children").read_text().split():
+                found += process_tree(int(child))
+    return found
+
+
 def measured(pids: list[int], run: Callable[[], float]) -> tuple[float, float]:
     """(wall seconds `run` reports, CPU seconds the processes used meanwhile)."""
     before = cpu_seconds(pids)

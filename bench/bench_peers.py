@@ -6,8 +6,8 @@ message at a time and then in batches of 50, then one consumer reading everythin
 Unlike the paper's Kafka 0.7 producer, every write here is durable and acknowledged, on
 every system, in each system's fastest durable mode (named in the output): a message
 counts once the broker has acknowledged it, and a batch of 50 is sent and acknowledged
-before the next. The consumer's clock starts at its first message (connections and the
-first fetch are not counted) and stops at the last.
+before the next. The consumer's clock starts once it is connected, before it subscribes
+(or is assigned its partition), and stops at the last message.
 
 Each peer is the Debian package (infra/peers.sh installs them), started here as a process
 of this run with its data in a temporary directory, on free ports of 127.0.0.1, and stopped
@@ -29,6 +29,7 @@ import contextlib
 import functools
 import json
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -39,7 +40,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
+
+# bench_broker's CPU accounting: this script runs from bench/, beside it.
+from bench_broker import cpu_seconds, process_tree
 
 VALUE = b"m" * 200
 BATCH = 50
@@ -66,10 +70,10 @@ def listening(port: int) -> bool:
 @contextlib.contextmanager
 def server(
     name: str, argv: list[str], log: Path, port: int, env: dict[str, str] | None = None
-) -> Iterator[None]:
+) -> Iterator[int]:
     """`argv` running (in a session of its own, dying with this process) until the block
-    ends, once it accepts connections on `port`. Stopped with SIGTERM to its whole process
-    group (a start script's children too), SIGKILL after 60 s."""
+    ends, once it accepts connections on `port`; yields its pid. Stopped with SIGTERM to
+    its whole process group (a start script's children too), SIGKILL after 60 s."""
     from gregor.devcluster import Supervised, wait_until
 
     process = Supervised(name, log)
@@ -87,7 +91,7 @@ def server(
             wait_until(up, 120, f"{name} on port {port}", interval=0.2)
         except (TimeoutError, RuntimeError) as exc:
             raise RuntimeError(f"{exc}\n{process.log_tail()}") from exc
-        yield
+        yield group
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(group, signal.SIGTERM)
@@ -96,20 +100,25 @@ def server(
             os.killpg(group, signal.SIGKILL)  # what the leader left behind
 
 
+class Served(NamedTuple):
+    address: str
+    pids: list[int]  # the server's processes (with their children), for their CPU time
+
+
 @contextlib.contextmanager
-def gregor(directory: Path) -> Iterator[str]:
+def gregor(directory: Path) -> Iterator[Served]:
     from gregor.devcluster import LocalCluster
 
     cluster = LocalCluster(directory, 1, properties={"gregor.metrics.log.interval.ms": "0"})
     cluster.start()
     try:
-        yield cluster.bootstrap_servers
+        yield Served(cluster.bootstrap_servers, [b.pid for b in cluster.brokers if b.pid])
     finally:
         cluster.stop()
 
 
 @contextlib.contextmanager
-def rabbitmq(directory: Path) -> Iterator[str]:
+def rabbitmq(directory: Path) -> Iterator[Served]:
     """A RabbitMQ node of its own (name, cookie, Mnesia, ports), with an epmd of its own."""
     port, epmd_port = free_port(), free_port()
     (directory / "enabled_plugins").write_text("[].\n")
@@ -126,10 +135,10 @@ def rabbitmq(directory: Path) -> Iterator[str]:
         "RABBITMQ_ENABLED_PLUGINS_FILE": str(directory / "enabled_plugins"),
     }
     epmd = ["epmd", "-port", str(epmd_port)]
-    with server("epmd", epmd, directory / "epmd.log", epmd_port):
+    with server("epmd", epmd, directory / "epmd.log", epmd_port) as epmd_pid:
         command = ["/usr/lib/rabbitmq/bin/rabbitmq-server"]
-        with server("rabbitmq-server", command, directory / "rabbitmq.log", port, env):
-            yield f"amqp://guest:guest@127.0.0.1:{port}/"
+        with server("rabbitmq-server", command, directory / "rabbitmq.log", port, env) as pid:
+            yield Served(f"amqp://guest:guest@127.0.0.1:{port}/", [pid, epmd_pid])
 
 
 ACTIVEMQ_XML = """<beans xmlns="http://www.springframework.org/schema/beans"
@@ -147,7 +156,7 @@ ACTIVEMQ_XML = """<beans xmlns="http://www.springframework.org/schema/beans"
       <kahaDB directory="{data}/kahadb" journalDiskSyncStrategy="periodic"/>
     </persistenceAdapter>
     <transportConnectors>
-      <transportConnector name="stomp" uri="stomp://127.0.0.1:{port}"/>
+      <transportConnector name="stomp" uri="stomp://127.0.0.1:{port}?transport.tcpNoDelay=true"/>
     </transportConnectors>
   </broker>
 </beans>
@@ -155,7 +164,7 @@ ACTIVEMQ_XML = """<beans xmlns="http://www.springframework.org/schema/beans"
 
 
 @contextlib.contextmanager
-def activemq(directory: Path) -> Iterator[str]:
+def activemq(directory: Path) -> Iterator[Served]:
     port = free_port()
     conf, data = directory / "conf", directory / "data"
     conf.mkdir()
@@ -175,16 +184,16 @@ def activemq(directory: Path) -> Iterator[str]:
         "start",
         f"xbean:file:{conf / 'activemq.xml'}",
     ]
-    with server("activemq", command, directory / "activemq.log", port):
-        yield f"127.0.0.1:{port}"
+    with server("activemq", command, directory / "activemq.log", port) as pid:
+        yield Served(f"127.0.0.1:{port}", [pid])
 
 
 @contextlib.contextmanager
-def nats(directory: Path) -> Iterator[str]:
+def nats(directory: Path) -> Iterator[Served]:
     port = free_port()
     command = ["nats-server", "-a", "127.0.0.1", "-p", str(port), "-js", "-sd", str(directory)]
-    with server("nats-server", command, directory / "nats.log", port):
-        yield f"nats://127.0.0.1:{port}"
+    with server("nats-server", command, directory / "nats.log", port) as pid:
+        yield Served(f"nats://127.0.0.1:{port}", [pid])
 
 
 # -- the clients: each returns seconds -------------------------------------------------------
@@ -194,21 +203,6 @@ def batches(count: int, batch: int) -> Iterator[int]:
     """The sizes of the batches that send `count` messages `batch` at a time."""
     for start in range(0, count, batch):
         yield min(batch, count - start)
-
-
-class Clock:
-    """Seconds from the first message seen to the last."""
-
-    def __init__(self) -> None:
-        self.started: float | None = None
-
-    def tick(self) -> None:
-        if self.started is None:
-            self.started = time.perf_counter()
-
-    def seconds(self) -> float:
-        assert self.started is not None, "no message arrived"
-        return time.perf_counter() - self.started
 
 
 def confluent_produce(bootstrap: str, topic: str, count: int, batch: int) -> float:
@@ -247,16 +241,16 @@ def confluent_consume(bootstrap: str, topic: str, count: int) -> float:
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": "bench-peers", "enable.auto.commit": False}
     )
-    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-    clock, seen = Clock(), 0
     try:
+        consumer.list_topics(topic, 30)  # connected, before the clock starts
+        started, seen = time.perf_counter(), 0
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
         while seen < count:
             got = consumer.consume(min(10_000, count - seen), 10)
             if not got:
                 raise RuntimeError(f"confluent-kafka stalled after {seen} of {count}")
-            clock.tick()
             seen += sum(1 for m in got if m.error() is None)
-        return clock.seconds()
+        return time.perf_counter() - started
     finally:
         consumer.close()
 
@@ -264,7 +258,7 @@ def confluent_consume(bootstrap: str, topic: str, count: int) -> float:
 def gregor_produce(bootstrap: str, topic: str, count: int, batch: int) -> float:
     from gregor.client import Producer
 
-    config = {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 1000}
+    config = {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0 if batch == 1 else 1000}
     with Producer(config) as producer:
         produce, flush = producer.produce, producer.flush
         producer.produce(topic, VALUE, partition=0).result(30)
@@ -283,14 +277,14 @@ def gregor_consume(bootstrap: str, topic: str, count: int) -> float:
     config = {"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest"}
     with Consumer(config) as consumer:
         consumer.assign([TopicPartition(topic, 0)])
-        clock, seen = Clock(), 0
+        consumer.position(TopicPartition(topic, 0))  # connected, before the clock starts
+        started, seen = time.perf_counter(), 0
         while seen < count:
             got = consumer.consume(min(10_000, count - seen), timeout=10)
             if not got:
                 raise RuntimeError(f"gregor-client stalled after {seen} of {count}")
-            clock.tick()
             seen += len(got)
-        return clock.seconds()
+        return time.perf_counter() - started
 
 
 def rabbitmq_produce(url: str, queue: str, count: int, batch: int) -> float:
@@ -320,18 +314,18 @@ def rabbitmq_consume(url: str, queue: str, count: int) -> float:
         async with connection:
             channel = await connection.channel()
             declared = await channel.declare_queue(queue, durable=True)
-            clock, seen, done = Clock(), 0, asyncio.Event()
+            seen, done = 0, asyncio.Event()
 
             async def received(_message: Any) -> None:
                 nonlocal seen
-                clock.tick()
                 seen += 1
                 if seen == count:
                     done.set()
 
+            started = time.perf_counter()
             await declared.consume(received, no_ack=True)  # the paper's automatic acks
             await asyncio.wait_for(done.wait(), 600)
-            return clock.seconds()
+            return time.perf_counter() - started
 
     return asyncio.run(run())
 
@@ -343,7 +337,7 @@ class StompWaiter:
         self.changed = threading.Condition()
         self.receipts: set[str] = set()
         self.errors: list[str] = []
-        self.expected, self.seen, self.clock = expected, 0, Clock()
+        self.expected, self.seen = expected, 0
 
     def on_receipt(self, frame: Any) -> None:
         with self.changed:
@@ -356,7 +350,6 @@ class StompWaiter:
             self.changed.notify_all()
 
     def on_message(self, _frame: Any) -> None:
-        self.clock.tick()
         self.seen += 1
         if self.seen == self.expected:
             with self.changed:
@@ -378,6 +371,9 @@ def stomp_connection(address: str, listener: StompWaiter) -> Iterator[Any]:
     connection = stomp.Connection([(host, int(port))], auto_decode=False)
     connection.set_listener("bench", listener)
     connection.connect(wait=True)
+    # stomp.py leaves Nagle's algorithm on: a transaction's frames, written back to back,
+    # would wait for the broker's delayed ACK (40 ms) at every commit.
+    connection.transport.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         yield connection
     finally:
@@ -408,11 +404,12 @@ def activemq_produce(address: str, queue: str, count: int, batch: int) -> float:
 def activemq_consume(address: str, queue: str, count: int) -> float:
     listener = StompWaiter(count)
     with stomp_connection(address, listener) as connection:
+        started = time.perf_counter()
         connection.subscribe(
             f"/queue/{queue}", id="bench", ack="auto", headers={"activemq.prefetchSize": "1000"}
         )
         listener.wait(lambda: listener.seen >= count, f"{count} messages")
-        return listener.clock.seconds()
+        return time.perf_counter() - started
 
 
 async def jetstream(url: str, stream: str) -> Any:
@@ -449,12 +446,11 @@ def nats_consume(url: str, stream: str, count: int) -> float:
         try:
             config = ConsumerConfig(ack_policy=AckPolicy.NONE)  # the paper's automatic acks
             subscription = await js.pull_subscribe(stream, durable="bench", config=config)
-            clock, seen = Clock(), 0
+            started, seen = time.perf_counter(), 0
             while seen < count:
                 got = await subscription.fetch(min(1000, count - seen), timeout=10)
-                clock.tick()
                 seen += len(got)
-            return clock.seconds()
+            return time.perf_counter() - started
         finally:
             await connection.close()
 
@@ -469,7 +465,7 @@ class System:
     name: str
     client: str  # the Python client's distribution, for its version
     mode: str  # its fastest durable, acknowledged mode, as run here
-    server: Callable[[Path], contextlib.AbstractContextManager[str]]
+    server: Callable[[Path], contextlib.AbstractContextManager[Served]]
     produce: Callable[[str, str, int, int], float]
     consume: Callable[[str, str, int], float]
     package: str | None = None  # the server's Debian package, for its version
@@ -494,24 +490,55 @@ SYSTEMS = [
 PEERS = [s.name for s in SYSTEMS if not s.name.startswith("gregor")]
 
 
+Rates = dict[str, float]  # msg/s per phase
+Cores = dict[str, tuple[float, float]]  # per phase: the cores the client and the server kept busy
+
+
+def server_cpu(roots: list[int]) -> float:
+    total = 0.0
+    for pid in (p for root in roots for p in process_tree(root)):
+        with contextlib.suppress(OSError):  # a short-lived child may be gone already
+            total += cpu_seconds([pid])
+    return total
+
+
+def client_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)  # every thread of this process
+    return usage.ru_utime + usage.ru_stime
+
+
+def phase(served: Served, work: Callable[[], float]) -> tuple[float, tuple[float, float]]:
+    """(seconds `work` reports, (client cores, server cores) busy meanwhile)."""
+    client, server_ = client_cpu(), server_cpu(served.pids)
+    began = time.perf_counter()
+    seconds = work()
+    wall = time.perf_counter() - began
+    cores = (client_cpu() - client) / wall, (server_cpu(served.pids) - server_) / wall
+    return seconds, cores
+
+
 def measure(
-    system: System, address: str, single: int, messages: int, round_: int
-) -> dict[str, float]:
-    """msg/s of each phase, on a queue of its own: `single` one at a time, `messages` in
-    batches, then all of them consumed."""
-    queue = f"bench{round_}"
+    system: System, served: Served, single: int, messages: int, round_: int
+) -> tuple[Rates, Cores]:
+    """Each phase's msg/s and cores, on a queue of its own: `single` messages one at a
+    time, `messages` in batches, then all of them consumed."""
+    queue, address = f"bench{round_}", served.address
     if system.name.startswith("gregor"):
         queue = f"{queue}-{system.client}"
         create_gregor_topic(address, queue)
-    rates = {
-        PHASES[0]: single / system.produce(address, queue, single, 1),
-        PHASES[1]: messages / system.produce(address, queue, messages, BATCH),
-    }
-    # Gregor's topic also holds the producer's warm-up record, which the consumer skips past
-    # within its first fetch (before its clock starts, like the others' connection set-up).
+    # Gregor's topic also holds each producer's warm-up message, which its consumer reads.
     total = single + messages + (2 if system.name.startswith("gregor") else 0)
-    rates[PHASES[2]] = total / system.consume(address, queue, total)
-    return rates
+    works = {
+        PHASES[0]: (single, functools.partial(system.produce, address, queue, single, 1)),
+        PHASES[1]: (messages, functools.partial(system.produce, address, queue, messages, BATCH)),
+        PHASES[2]: (total, functools.partial(system.consume, address, queue, total)),
+    }
+    rates: Rates = {}
+    cores: Cores = {}
+    for name, (count, work) in works.items():
+        seconds, cores[name] = phase(served, work)
+        rates[name] = count / seconds
+    return rates, cores
 
 
 def create_gregor_topic(bootstrap: str, topic: str) -> None:
@@ -534,22 +561,29 @@ def versions() -> dict[str, str]:
     return found
 
 
-def run(args: argparse.Namespace) -> dict[str, dict[str, float]]:
-    results: dict[str, dict[str, float]] = {}
+def run(args: argparse.Namespace) -> tuple[dict[str, Rates], dict[str, Cores]]:
+    """Every chosen system's best rate per phase over the rounds, and the cores then busy."""
+    results: dict[str, Rates] = {}
+    busy: dict[str, Cores] = {}
     chosen = [s for s in SYSTEMS if s.name in args.only]
     for server_fn in dict.fromkeys(s.server for s in chosen):
         with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
             print(f"starting {server_fn.__name__}", flush=True)
-            with server_fn(Path(tmp)) as address:
+            with server_fn(Path(tmp)) as served:
                 for system in (s for s in chosen if s.server is server_fn):
                     for round_ in range(args.rounds):
-                        rates = measure(system, address, args.single, args.messages, round_)
+                        rates, cores = measure(system, served, args.single, args.messages, round_)
                         best = results.setdefault(system.name, dict.fromkeys(PHASES, 0.0))
-                        for phase, rate in rates.items():
-                            best[phase] = max(best[phase], rate)
-                        cells = "  ".join(f"{p} {r:>9,.0f}" for p, r in rates.items())
-                        print(f"  {system.name:<22} {cells} msg/s", flush=True)
-    return results
+                        for name, rate in rates.items():
+                            if rate > best[name]:
+                                best[name] = rate
+                                busy.setdefault(system.name, {})[name] = cores[name]
+                        cells = "  ".join(
+                            f"{p} {r:>9,.0f} ({cores[p][0]:.2f}+{cores[p][1]:.2f} cores)"
+                            for p, r in rates.items()
+                        )
+                        print(f"  {system.name:<22} {cells}", flush=True)
+    return results, busy
 
 
 # -- the report ------------------------------------------------------------------------------
@@ -579,12 +613,12 @@ def table(results: dict[str, dict[str, float]]) -> str:
     for ours, peers in ratios(results).items():
         for peer, by_phase in peers.items():
             cells = []
-            for phase, ratio in by_phase.items():
-                goal = GOALS.get(phase)
+            for name, ratio in by_phase.items():
+                goal = GOALS.get(name)
                 verdict = (
                     "" if goal is None else f" [{goal:g}] {'ok' if ratio >= goal else 'MISSED'}"
                 )
-                cells.append(f"{phase} {ratio:6.2f}x{verdict}")
+                cells.append(f"{name} {ratio:6.2f}x{verdict}")
             lines.append(f"  {ours:<21} vs {peer:<9} " + "   ".join(cells))
     return "\n".join(lines)
 
@@ -611,15 +645,23 @@ def markdown(record: dict[str, Any]) -> str:
             + " | ".join(cells)
             + " |"
         )
-    lines += ["", "| Gregor / peer | " + " | ".join(PHASES) + " |", "|---|" + "---:|" * len(PHASES)]
+    header = " | ".join(PHASES) + " |\n|---|" + "---:|" * len(PHASES)
+    lines += ["", f"| Gregor / peer | {header}"]
     for ours, peers in ratios(results).items():
         for peer, by_phase in peers.items():
             cells = []
-            for phase, ratio in by_phase.items():
-                goal = GOALS.get(phase)
+            for name, ratio in by_phase.items():
+                goal = GOALS.get(name)
                 mark = "" if goal is None else (" ✓" if ratio >= goal else f" ✗ (goal {goal:g}x)")
                 cells.append(f"{ratio:.2f}x{mark}")
             lines.append(f"| {ours} / {peer} | " + " | ".join(cells) + " |")
+    lines += ["", f"| cores busy: client + server (msg per server CPU-s) | {header}"]
+    for name, cores in record["cores_client_server"].items():
+        cells = [
+            f"{cores[p][0]:.2f} + {cores[p][1]:.2f} ({results[name][p] / cores[p][1] / 1000:,.0f}k)"
+            for p in PHASES
+        ]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -634,7 +676,8 @@ def chart(results: dict[str, dict[str, float]], path: Path, title: str) -> None:
     for i, (name, rates) in enumerate(results.items()):
         xs = [x + (i - (len(results) - 1) / 2) * width for x in range(len(PHASES))]
         bars = axes.bar(xs, [rates[p] for p in PHASES], width, label=name)
-        axes.bar_label(bars, [f"{rates[p] / 1000:.0f}k" for p in PHASES], fontsize=7)
+        labels = [f"{rates[p] / 1000:.{1 if rates[p] < 10_000 else 0}f}k" for p in PHASES]
+        axes.bar_label(bars, labels, fontsize=7)
     axes.set_xticks(range(len(PHASES)), [f"{p} (msg/s)" for p in PHASES])
     axes.set_yscale("log")
     axes.set_ylabel("messages/s (200 bytes), log scale")
@@ -664,7 +707,7 @@ def main() -> int:
     for system in SYSTEMS:
         if system.name in args.only:
             print(f"  {system.name:<22} ({system.client} {found[system.client]}): {system.mode}")
-    results = run(args)
+    results, busy = run(args)
     print()
     print(table(results))
     title = (
@@ -681,6 +724,7 @@ def main() -> int:
         "versions": found,
         "modes": {s.name: s.mode for s in SYSTEMS if s.name in results},
         "msg_per_s": results,
+        "cores_client_server": busy,
     }
     args.json.write_text(json.dumps(record, indent=2) + "\n")
     print(f"\n{markdown(record)}")

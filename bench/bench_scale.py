@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_broker import VALUE
+from bench_broker import VALUE, process_tree
 
 TOPIC_SIZE = 1000  # partitions per topic
 PRODUCERS = 100
@@ -90,18 +90,9 @@ def produce_rate(
     return per * processes * records / max(outcomes)
 
 
-def tree(pid: int) -> list[int]:
-    """`pid` and its descendants (a broker may run helper processes)."""
-    found = [pid]
-    children = Path(f"/proc/{pid}/task/{pid}/children")
-    for child in children.read_text().split() if children.exists() else []:
-        found += tree(int(child))
-    return found
-
-
 def rss_mb(pid: int) -> float:
     total = 0
-    for p in tree(pid):
+    for p in process_tree(pid):
         for line in Path(f"/proc/{p}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
                 total += int(line.split()[1])
@@ -109,7 +100,7 @@ def rss_mb(pid: int) -> float:
 
 
 def open_fds(pid: int) -> int:
-    return sum(len(os.listdir(f"/proc/{p}/fd")) for p in tree(pid))
+    return sum(len(os.listdir(f"/proc/{p}/fd")) for p in process_tree(pid))
 
 
 def idle_connections(host: str, port: int, count: int) -> list[socket.socket]:

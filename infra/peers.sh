@@ -33,6 +33,7 @@ log "installing Debian packages: ${missing[*]}"
 as_root apt-get update -qq
 as_root env DEBIAN_FRONTEND=noninteractive \
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-if [ -n "$own_policy" ] && command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
-    as_root systemctl disable --now rabbitmq-server activemq nats-server >/dev/null 2>&1 || true
+if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+    as_root systemctl disable --now rabbitmq-server activemq nats-server epmd.socket epmd \
+        >/dev/null 2>&1 || true
 fi
