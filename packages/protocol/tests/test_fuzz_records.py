@@ -254,6 +254,45 @@ def test_c_and_python_decoders_agree_on_every_input() -> None:
     assert 0 < agreed_valid < CASES
 
 
+@pytest.mark.skipif(records._decode_columns_c is None, reason="the C extension was not built")
+def test_c_and_python_column_decoders_agree_on_every_input() -> None:
+    """decode_columns, in C and in Python, on one to three mutated sections at a time with
+    random [start, end) windows: the same columns, or both corrupt."""
+    sections = record_sections()
+    rng = random.Random(12)
+    agreed_valid = 0
+    for case in range(CASES):
+        args = []
+        for _ in range(rng.randrange(1, 4)):
+            section, count = rng.choice(sections)
+            data = bytearray(section)
+            if case % 4 == 0:
+                at = rng.randrange(len(data))
+                if rng.random() < 0.5:
+                    data[at] ^= 1 << rng.randrange(8)
+                else:
+                    data[at : at + 2] = varint(rng.choice([0, 1, 127, 128, 300, (1 << 31) - 1]))
+            base = rng.choice([0, 1 << 40, (1 << 63) - 20])  # the last overflows
+            start = base + rng.randrange(-2, 5)
+            end = min(start + rng.choice([0, 3, 10, 1_000]), (1 << 63) - 1)
+            append_time = rng.choice([None, None, 1_234])
+            kind = rng.randrange(2)
+            args.append(
+                (bytes(data), count, base, 1_700_000_000_000, append_time, kind, start, end)
+            )
+        results: list[object] = []
+        for decoder in (records._decode_columns_py, records._decode_columns_c):
+            try:
+                results.append(tuple(x if isinstance(x, int) else bytes(x) for x in decoder(args)))
+            except CorruptRecordError:
+                results.append("corrupt")
+            except Exception as exc:
+                raise AssertionError(f"case {case}: {args!r}") from exc
+        assert results[0] == results[1], f"case {case}: {args!r}"
+        agreed_valid += results[0] != "corrupt"
+    assert 0 < agreed_valid < CASES
+
+
 @pytest.mark.skipif(records._decode_records_c is None, reason="the C extension was not built")
 def test_c_decoder_checks_its_arguments() -> None:
     decode = records._decode_records_c

@@ -353,3 +353,37 @@ def test_corrupt_record_error_is_a_decode_error_mapped_to_corrupt_message() -> N
     error = CorruptRecordError("x")
     assert isinstance(error, DecodeError)
     assert error.code == 2 and error.retriable
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["py", "c"])
+def test_decode_columns(native: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each batch's records in [start, end) become Arrow-layout columns: offsets, timestamps
+    (LogAppendTime's too), the batch's timestamp type, keys and values with null bits;
+    legacy batches go through their records."""
+    if native and records._decode_columns_c is None:
+        pytest.skip("the C extension was not built")
+    if not native:
+        monkeypatch.setattr(records, "_decode_columns_c", None)
+    legacy = MessageSetBuilder(1, Compression.GZIP, base_offset=20)
+    legacy.append(b"old", key=None, timestamp=7)
+    appended = sample_batch(
+        Compression.LZ4, base_offset=10, timestamp_type=TimestampType.LOG_APPEND_TIME
+    )
+    batches = [*iter_batches(sample_batch()), *iter_batches(appended)]
+    columns = records.decode_columns([(batches[0], 1, 3), (batches[1], 0, 12)])
+    assert columns.rows == 4
+    assert struct.unpack("<4q", columns.offsets) == (1, 2, 10, 11)
+    stamp = batches[1].header.max_timestamp
+    assert struct.unpack("<4q", columns.timestamps) == (1_005, 999, stamp, stamp)
+    assert struct.unpack("<4i", columns.timestamp_types) == (0, 0, 1, 1)
+    assert (columns.key_nulls, bytes(columns.key_validity)) == (1, b"\x0d")
+    assert struct.unpack("<5i", columns.key_offsets) == (0, 2, 2, 4, 6)
+    assert bytes(columns.key_data) == b"k1k0k1"
+    assert (columns.value_nulls, bytes(columns.value_validity)) == (2, b"\x06")
+    assert struct.unpack("<5i", columns.value_offsets) == (0, 0, 2, 4, 4)
+    assert bytes(columns.value_data) == b"v2v0"
+    [old] = iter_batches(legacy.build())
+    mixed = records.decode_columns([(old, 0, 100), (batches[0], 0, 1)])
+    assert struct.unpack("<2q", mixed.offsets) == (20, 0)
+    assert bytes(mixed.value_data) == b"oldv0"
+    assert records.decode_columns([]).rows == 0

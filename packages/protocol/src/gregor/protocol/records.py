@@ -31,9 +31,10 @@ from __future__ import annotations
 
 import struct
 import time
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from enum import IntEnum
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import attrs
 import crc32c
@@ -69,8 +70,10 @@ __all__ = [
     "InvalidRecordError",
     "Record",
     "RecordBatch",
+    "RecordColumns",
     "TimestampType",
     "build_control_batch",
+    "decode_columns",
     "iter_batches",
     "patch_base_offset",
     "patch_leader_epoch",
@@ -528,19 +531,21 @@ class RecordBatch:
         return self.header.records_count
 
     def _decode(self) -> list[Record]:
+        data, count, base_offset, base_timestamp, append_time = self._section()
+        if count * 7 > len(data):
+            # Seven bytes is the smallest record: a forged count must not size anything.
+            raise CorruptRecordError(f"batch declares {count} records in {len(data)} bytes")
+        return _decode_records(data, count, base_offset, base_timestamp, append_time)
+
+    def _section(self) -> tuple[bytes, int, int, int, int | None]:
+        """What the record decoders take: the records section (decompressed), the count,
+        base offset, base timestamp and the append time (LogAppendTime) or None."""
         header = self.header
         section = memoryview(self.data)[BATCH_HEADER_SIZE:]
         codec = header.attributes & _CODEC_MASK
         data = bytes(section) if codec == Compression.NONE else decompress(codec, section)
-        if header.records_count * 7 > len(data):
-            # Seven bytes is the smallest record: a forged count must not size anything.
-            raise CorruptRecordError(
-                f"batch declares {header.records_count} records in {len(data)} bytes"
-            )
         append_time = header.max_timestamp if header.attributes & _LOG_APPEND_TIME_BIT else None
-        return _decode_records(
-            data, header.records_count, header.base_offset, header.base_timestamp, append_time
-        )
+        return data, header.records_count, header.base_offset, header.base_timestamp, append_time
 
     def control_record(self) -> ControlRecord:
         """The transaction marker of a control batch."""
@@ -605,6 +610,101 @@ def iter_batches(blob: Buffer | None, *, strict: bool = False) -> Iterator[Recor
             raise CorruptRecordError(f"record data at {pos} has unknown magic {magic}")
     if strict and pos < end:
         raise CorruptRecordError(f"record data ends with a partial batch of {end - pos} bytes")
+
+
+class RecordColumns(NamedTuple):
+    """The records of many batches as columns, in Apache Arrow's memory layout: fixed-width
+    values in native byte order, and per byte-string column a validity bitmap (bit i set:
+    row i is not null, least significant bit first), int32 offsets (rows + 1) and the data.
+    What `decode_columns` returns; Arrow (or numpy) wraps the buffers without a copy."""
+
+    rows: int
+    offsets: Buffer  # int64
+    timestamps: Buffer  # int64, milliseconds
+    timestamp_types: Buffer  # int32, TimestampType
+    key_validity: Buffer
+    key_nulls: int
+    key_offsets: Buffer
+    key_data: Buffer
+    value_validity: Buffer
+    value_nulls: int
+    value_offsets: Buffer
+    value_data: Buffer
+
+
+# (data, count, base offset, base timestamp, append time, timestamp type, start, end)
+Section = tuple[Buffer, int, int, int, int | None, int, int, int]
+
+
+def decode_columns(batches: Iterable[tuple[RecordBatch, int, int]]) -> RecordColumns:
+    """The records of `batches` with offsets in [start, end) of each, as columns (headers
+    are checked, not kept). The records of v2 batches go to columns in C, without a Python
+    object per record, when the extension was built; legacy batches through `records()`."""
+    batches = list(batches)
+    if _decode_columns_c is None or any(type(b) is not RecordBatch for b, _, _ in batches):
+        return _collect_columns((b.records(), b.header.timestamp_type, s, e) for b, s, e in batches)
+    return RecordColumns(*_decode_columns_c([_section_of(*item) for item in batches]))
+
+
+def _section_of(batch: RecordBatch, start: int, end: int) -> Section:
+    data, count, base_offset, base_timestamp, append_time = batch._section()
+    kind = batch.header.timestamp_type
+    return (data, count, base_offset, base_timestamp, append_time, kind, start, end)
+
+
+def _decode_columns_py(sections: Iterable[Section]) -> RecordColumns:
+    """The reference of the C decode_columns, on the same sections."""
+    return _collect_columns(
+        (_decode_records_py(bytes(data), count, offset, timestamp, append), kind, start, end)
+        for data, count, offset, timestamp, append, kind, start, end in sections
+    )
+
+
+class _BinaryColumn:
+    def __init__(self) -> None:
+        self.validity = bytearray()
+        self.nulls = 0
+        self.offsets = array("i", [0])
+        self.data = bytearray()
+
+    def append(self, row: int, value: bytes | None) -> None:
+        if row % 8 == 0:
+            self.validity.append(0)
+        if value is None:
+            self.nulls += 1
+        else:
+            self.data += value
+            self.validity[-1] |= 1 << row % 8
+        self.offsets.append(len(self.data))
+
+
+def _collect_columns(parts: Iterable[tuple[Iterable[Record], int, int, int]]) -> RecordColumns:
+    """Columns of (records, timestamp type, start, end) parts, one record at a time."""
+    offsets, timestamps, kinds = array("q"), array("q"), array("i")
+    keys, values = _BinaryColumn(), _BinaryColumn()
+    for records, kind, start, end in parts:
+        for record in records:
+            if record.offset not in _INT64_RANGE or record.timestamp not in _INT64_RANGE:
+                raise CorruptRecordError("record offset or timestamp is outside int64")
+            if not start <= record.offset < end:
+                continue
+            row = len(offsets)
+            offsets.append(record.offset)
+            timestamps.append(record.timestamp)
+            kinds.append(kind)
+            keys.append(row, record.key)
+            values.append(row, record.value)
+    return RecordColumns(
+        len(offsets), offsets.tobytes(), timestamps.tobytes(), kinds.tobytes(),
+        keys.validity, keys.nulls, keys.offsets.tobytes(), keys.data,
+        values.validity, values.nulls, values.offsets.tobytes(), values.data,
+    )  # fmt: skip
+
+
+_INT64_RANGE = range(-(1 << 63), 1 << 63)
+_decode_columns_c: Any = None
+if _make_decoder is not None:  # make_decoder gave decode_columns its error class
+    _decode_columns_c = native_function("decode_columns")
 
 
 # Zigzag varints of the small non-negative numbers builders write on every record (deltas,
