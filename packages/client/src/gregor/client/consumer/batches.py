@@ -45,6 +45,12 @@ class FetchedBatch:
         return memoryview(self._batch.data)
 
     @property
+    def record_batch(self) -> RecordBatch:
+        """The batch as gregor-protocol reads it, for decoders of whole batches
+        (`gregor.protocol.records.decode_columns`; mind `start`)."""
+        return self._batch
+
+    @property
     def header(self) -> BatchHeader:
         return self._batch.header
 

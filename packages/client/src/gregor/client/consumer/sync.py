@@ -15,14 +15,17 @@ from __future__ import annotations
 
 import concurrent.futures
 import time
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
 
 from gregor.client.consumer.base import ConsumerBase
+from gregor.client.consumer.batches import FetchedBatch, take_batches
 from gregor.client.consumer.core import ConsumerCore, IoStep, ListenerCall, SpawnStep
 from gregor.client.consumer.records import ConsumerRecord
 from gregor.client.runtime import ClientClosedError, IOThread, blocking
 from gregor.client.types import OffsetAndMetadata, TopicPartition
+
+T = TypeVar("T")
 
 
 class Consumer(ConsumerBase):
@@ -57,6 +60,16 @@ class Consumer(ConsumerBase):
         `timeout` for the first; the cheap way to read many."""
         return self._fetch(num_messages or self.config.max_poll_records, timeout)
 
+    def consume_batches(
+        self, max_records: int | None = None, timeout: float | None = None
+    ) -> list[FetchedBatch]:
+        """Fetched record batches as bytes, whole fetches at a time up to about
+        `max_records` records (default: max.poll.records), waiting up to `timeout` for the
+        first: `AsyncConsumer.getmany_batches` for threads (see consumer/batches.py)."""
+        return self._take_waiting(
+            take_batches, max_records or self.config.max_poll_records, timeout
+        )
+
     def __iter__(self) -> Iterator[ConsumerRecord]:
         while not self._closed:
             record = self.poll(1.0)
@@ -64,6 +77,11 @@ class Consumer(ConsumerBase):
                 yield record
 
     def _fetch(self, max_records: int, timeout: float | None) -> list[ConsumerRecord]:
+        return self._take_waiting(ConsumerCore.take, max_records, timeout)
+
+    def _take_waiting(
+        self, take: Callable[[ConsumerCore, int], list[T]], max_records: int, timeout: float | None
+    ) -> list[T]:
         self._ensure_open()
         core = self._core
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -74,9 +92,9 @@ class Consumer(ConsumerBase):
                 if self._closed:  # another thread closed the consumer during this poll
                     return []
                 raise
-            records = core.take(max_records)
-            if records:
-                return records
+            taken = take(core, max_records)
+            if taken:
+                return taken
             remaining = None if deadline is None else deadline - time.monotonic()
             if self._closed or (remaining is not None and remaining <= 0):
                 return []
