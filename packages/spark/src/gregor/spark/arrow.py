@@ -1,10 +1,12 @@
 """Fetched records -> Arrow record batches in spark-sql-kafka's schema.
 
-An executor hands Spark whole Arrow record batches, never rows: the consumer's records are
-turned into columns by `zip` and `pyarrow.array`, both in C, so no Python code runs per
-record here. The Arrow schema is the one Spark expects for the Spark schema below (Spark
-checks it batch by batch): timestamps are microseconds in UTC, and a range's topic and
-partition are constants, repeated by Arrow.
+An executor hands Spark whole Arrow record batches, never rows. Without headers, the
+fetched record batches are decoded straight into column buffers (gregor-protocol's
+`decode_columns`, in C) that Arrow wraps without a copy: no Python object per record. With
+headers, the consumer's records are turned into columns by `zip` and `pyarrow.array`, both
+in C. The Arrow schema is the one Spark expects for the Spark schema below (Spark checks it
+batch by batch): timestamps are microseconds in UTC, and a range's topic and partition are
+constants, repeated by Arrow.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pyspark.sql.types import (
 )
 
 from gregor.client import ConsumerRecord
+from gregor.protocol.records import Buffer, RecordColumns
 
 # spark-sql-kafka's schema.
 _SPARK_FIELDS = [
@@ -88,3 +91,27 @@ def to_record_batch(
     if include_headers:
         arrays.append(pa.array(columns[7], HEADER_TYPE))
     return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(include_headers))
+
+
+def columns_to_record_batch(topic: str, partition: int, columns: RecordColumns) -> pa.RecordBatch:
+    """Decoded columns of one topic-partition as one Arrow record batch (no headers)."""
+    c = columns
+    rows = c.rows
+    millis = pa.Array.from_buffers(pa.int64(), rows, [None, pa.py_buffer(c.timestamps)])
+    arrays = [
+        _binary(rows, c.key_validity, c.key_nulls, c.key_offsets, c.key_data),
+        _binary(rows, c.value_validity, c.value_nulls, c.value_offsets, c.value_data),
+        pa.repeat(pa.scalar(topic, pa.string()), rows),
+        pa.repeat(pa.scalar(partition, pa.int32()), rows),
+        pa.Array.from_buffers(pa.int64(), rows, [None, pa.py_buffer(c.offsets)]),
+        pc.multiply(millis, 1000).cast(TIMESTAMP_TYPE),
+        pa.Array.from_buffers(pa.int32(), rows, [None, pa.py_buffer(c.timestamp_types)]),
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+
+def _binary(rows: int, validity: Buffer, nulls: int, offsets: Buffer, data: Buffer) -> pa.Array:
+    """A binary column from its buffers (no bitmap when nothing is null), without a copy."""
+    bitmap = pa.py_buffer(validity) if nulls else None
+    buffers = [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)]
+    return pa.Array.from_buffers(pa.binary(), rows, buffers, null_count=nulls)

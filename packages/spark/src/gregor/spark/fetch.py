@@ -1,10 +1,11 @@
 """Reading one offset range on an executor, with gregor-client's Consumer.
 
 The consumer is assigned the one partition (no group: the source keeps its own offsets),
-sought to the range's start, and read until its position reaches the range's end. Records
-come out `RECORDS_PER_BATCH` at a time and leave as Arrow record batches. The position, not
-the records seen, says how far the read got: compaction, control batches and aborted
-transactions leave gaps in the offsets, which are not data loss.
+sought to the range's start, and read until its position reaches the range's end. Record
+batches come out as fetched, about `RECORDS_PER_BATCH` records at a time, and leave as
+Arrow record batches (`arrow`). The position, not the records seen, says how far the read
+got: compaction, control batches and aborted transactions leave gaps in the offsets, which
+are not data loss.
 
 Data loss is a range that starts before the log does now (retention deleted it) or ends
 after it (the log was truncated or recreated): with failOnDataLoss it fails the task with
@@ -13,15 +14,16 @@ the reason, without it the read goes on with what is there.
 
 from __future__ import annotations
 
-import bisect
 import time
 from collections.abc import Iterator, Mapping
 
 import pyarrow as pa
 
-from gregor.client import Consumer, ConsumerRecord, TopicPartition
+from gregor.client import Consumer, TopicPartition
+from gregor.client.consumer.batches import FetchedBatch
 from gregor.protocol.errors import OffsetOutOfRangeError
-from gregor.spark.arrow import to_record_batch
+from gregor.protocol.records import decode_columns
+from gregor.spark.arrow import columns_to_record_batch, to_record_batch
 from gregor.spark.planning import OffsetRange, data_loss
 
 RECORDS_PER_BATCH = 10_000  # Spark's spark.sql.execution.arrow.maxRecordsPerBatch
@@ -54,7 +56,7 @@ def read_range(
         waited_since = time.monotonic()
         while position < r.end:
             try:
-                records = consumer.consume(RECORDS_PER_BATCH, timeout=_WAIT)
+                batches = consumer.consume_batches(RECORDS_PER_BATCH, timeout=_WAIT)
             except OffsetOutOfRangeError:
                 earliest = consumer.beginning_offsets([tp])[tp]
                 latest = consumer.end_offsets([tp])[tp]
@@ -74,14 +76,11 @@ def read_range(
                     return
                 consumer.seek(tp, position)
                 continue
-            if records:
-                if records[-1].offset >= r.end:
-                    records = records[: bisect.bisect_left(records, r.end, key=_offset)]
-                    position = r.end
-                else:
-                    position = records[-1].offset + 1
-                if records:
-                    yield to_record_batch(r.topic, r.partition, records, include_headers)
+            if batches:
+                position = min(r.end, batches[-1].last_offset + 1)
+                batch = to_arrow(r, batches, include_headers)
+                if batch.num_rows:
+                    yield batch
                 waited_since = time.monotonic()
                 continue
             moved = consumer.position(tp)
@@ -105,5 +104,11 @@ def read_range(
                 )
 
 
-def _offset(record: ConsumerRecord) -> int:
-    return record.offset
+def to_arrow(r: OffsetRange, batches: list[FetchedBatch], include_headers: bool) -> pa.RecordBatch:
+    """The records of `batches` before r.end as one Arrow record batch: decoded to columns
+    in one go, or (headers) as records."""
+    if include_headers:
+        records = [x for b in batches for x in b.records() if x.offset < r.end]
+        return to_record_batch(r.topic, r.partition, records, include_headers)
+    columns = decode_columns((b.record_batch, b.start, r.end) for b in batches)
+    return columns_to_record_batch(r.topic, r.partition, columns)
