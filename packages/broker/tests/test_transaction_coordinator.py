@@ -103,6 +103,7 @@ class Leaders:
     reachable: bool = True
     answer: int = E.NONE
     gone: set[str] = attrs.field(factory=set)
+    delay_s: float = 0.0
 
     def leader_of(self, topic: str, partition: int) -> int | None:
         if topic in self.gone:
@@ -112,7 +113,7 @@ class Leaders:
     async def send(
         self, broker_id: int, request: WriteTxnMarkersRequest
     ) -> WriteTxnMarkersResponse:
-        await trio.sleep(0)
+        await trio.sleep(self.delay_s)
         if not self.reachable:
             raise OSError("connection refused")
         self.sent.append(request)
@@ -270,6 +271,74 @@ async def test_a_new_init_bumps_the_epoch_and_fences_the_old_producer(h: Harness
     assert await h.coordinator.add_partitions(TID, pid, epoch, [("t2", 0)]) == E.PRODUCER_FENCED
     assert await h.coordinator.end_transaction(TID, pid, epoch, True) == E.PRODUCER_FENCED
     assert h.state() is TxnState.EMPTY
+
+
+async def test_the_next_add_partitions_waits_for_the_previous_transaction_to_complete(
+    h: Harness,
+) -> None:
+    pid, epoch = await h.begin()
+    h.leaders.delay_s = 0.05  # the markers take a while
+    assert await h.coordinator.end_transaction(TID, pid, epoch, True) == E.NONE
+    assert h.state() is TxnState.PREPARE_COMMIT
+    # Sent at once, it is answered once the commit is complete, not CONCURRENT_TRANSACTIONS.
+    assert await h.coordinator.add_partitions(TID, pid, epoch, [("t2", 0)]) == E.NONE
+    assert h.leaders.markers() == [(pid, epoch, True, 5, [("t1", 0), ("t1", 1)])]
+    metadata = h.manager.lookup(TID).metadata
+    assert metadata is not None
+    assert (metadata.state, metadata.partitions) == (TxnState.ONGOING, {("t2", 0)})
+    partition = h.manager.partition_for(TID)
+    statuses = [v.transaction_status if v else None for _, v in h.topic.values(partition)]
+    assert statuses[-3:] == [2, 4, 1]
+    # Markers that cannot be written: after completion_wait_ms, CONCURRENT_TRANSACTIONS.
+    h.leaders.reachable = False
+    assert await h.coordinator.end_transaction(TID, pid, epoch, False) == E.NONE
+    error = await h.coordinator.add_partitions(TID, pid, epoch, [("t2", 1)])
+    assert error == E.CONCURRENT_TRANSACTIONS
+    h.leaders.reachable = True
+    await trio.sleep(1)  # the marker channel's retry
+    assert h.state() is TxnState.COMPLETE_ABORT
+
+
+async def test_kip_360_a_producer_bumps_its_own_epoch_but_a_fenced_one_cannot_come_back(
+    h: Harness,
+) -> None:
+    c = h.coordinator
+    first = await c.init_producer_id(TID, 60_000)
+    pid, epoch = first.producer_id, first.producer_epoch
+    # The producer recovers from an error with the epoch it has: the next one.
+    bumped = await c.init_producer_id(TID, 60_000, pid, epoch)
+    assert (bumped.error, bumped.producer_id, bumped.producer_epoch) == (E.NONE, pid, epoch + 1)
+    # Its retry (the answer was lost) gets the same epoch again, not a third.
+    retry = await c.init_producer_id(TID, 60_000, pid, epoch)
+    assert (retry.error, retry.producer_epoch) == (E.NONE, epoch + 1)
+    # A new producer (no id to give) takes over: the old epochs are all fenced.
+    new = await c.init_producer_id(TID, 60_000)
+    assert (new.error, new.producer_epoch) == (E.NONE, epoch + 2)
+    for old in (epoch, epoch + 1):
+        assert (await c.init_producer_id(TID, 60_000, pid, old)).error == E.PRODUCER_FENCED
+    # Fenced by a timeout's abort: the epoch it had is not one to come back with either.
+    await c.add_partitions(TID, pid, epoch + 2, [("t1", 0)])
+    h.wall[0] += 61_000
+    assert c.abort_timed_out() == 1
+    await h.settle()
+    assert (await c.init_producer_id(TID, 60_000, pid, epoch + 2)).error == E.PRODUCER_FENCED
+    metadata = h.manager.lookup(TID).metadata
+    assert metadata is not None
+    assert (metadata.producer_epoch, metadata.last_producer_epoch) == (epoch + 3, -1)
+
+
+async def test_a_fence_whose_abort_was_not_written_bumps_the_epoch_once(h: Harness) -> None:
+    pid, epoch = await h.begin()
+    for _ in range(2):
+        h.topic.fail_next = [E.NOT_ENOUGH_REPLICAS]
+        again = await h.coordinator.init_producer_id(TID, 60_000)
+        assert again.error == E.COORDINATOR_NOT_AVAILABLE
+        assert h.state() is TxnState.ONGOING
+    assert (await h.coordinator.init_producer_id(TID, 60_000)).error == E.CONCURRENT_TRANSACTIONS
+    await h.settle()
+    assert h.leaders.markers() == [(pid, epoch + 1, False, 5, [("t1", 0), ("t1", 1)])]
+    again = await h.coordinator.init_producer_id(TID, 60_000)
+    assert (again.error, again.producer_epoch) == (E.NONE, epoch + 2)
 
 
 async def test_bad_requests_get_kafkas_errors_and_write_nothing(h: Harness) -> None:

@@ -19,6 +19,10 @@ class TransactionConfig:
     append_timeout_ms: int = 30_000
     # How long the marker channel waits before sending to a partition it could not reach.
     marker_retry_backoff_ms: int = 100
+    # How long AddPartitionsToTxn/AddOffsetsToTxn wait for the previous transaction of their
+    # id to complete (its markers and CompleteCommit/CompleteAbort) before they answer
+    # CONCURRENT_TRANSACTIONS.
+    completion_wait_ms: int = 1_000
 
     @classmethod
     def from_broker(cls, config: BrokerConfig) -> TransactionConfig:

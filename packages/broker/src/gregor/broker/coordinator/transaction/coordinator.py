@@ -8,7 +8,12 @@ a second request for an id with a transition pending gets CONCURRENT_TRANSACTION
 clients retry.
 
 After a PrepareCommit/PrepareAbort is written the client has its answer; the markers are
-written in the background (`markers`) and the transaction then completes. The same happens
+written in the background (`markers`) and the transaction then completes. The
+CompleteCommit/CompleteAbort record takes effect once it is in the log (the id's next
+write goes behind it and is answered only once replicated). The producer's next
+AddPartitionsToTxn/AddOffsetsToTxn, usually sent while that is under way, waits for it
+(up to `completion_wait_ms`) instead of being told CONCURRENT_TRANSACTIONS at once, which
+Kafka answers: the clients retry that 20 ms later, longer than completing takes. The same happens
 for every transaction found prepared when a partition is loaded, for a transaction aborted
 because its producer called InitProducerId again, and for one past its timeout (whose
 producer is fenced: its epoch is bumped first). Producer ids come from an allocator the
@@ -28,9 +33,11 @@ from gregor.broker.coordinator.transaction.config import TransactionConfig
 from gregor.broker.coordinator.transaction.manager import TransactionStateManager
 from gregor.broker.coordinator.transaction.markers import TxnMarkerChannel
 from gregor.broker.coordinator.transaction.state import (
+    MAX_EPOCH,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     IllegalTransition,
+    ProducerFenced,
     TopicPartition,
     TransactionMetadata,
     TxnState,
@@ -85,6 +92,8 @@ class TransactionCoordinator:
         self.markers = markers
         self.allocate_producer_id = allocate_producer_id
         self._existing_partitions = existing_partitions
+        # Set once the transaction being completed for the id (markers, then Complete*) is.
+        self._completing: dict[str, trio.Event] = {}
 
     def now_ms(self) -> int:
         return self.manager.now_ms()
@@ -142,7 +151,7 @@ class TransactionCoordinator:
                     metadata.transactional_id,
                     metadata.state.display,
                 )
-                self.manager.spawn(self._complete, metadata, coordinator_epoch)
+                self._spawn_completion(metadata, coordinator_epoch)
 
     # -- InitProducerId --------------------------------------------------------------------
 
@@ -179,15 +188,20 @@ class TransactionCoordinator:
                 )
             )
         coordinator_epoch = found.coordinator_epoch
+        expected = None if expected_producer_id == NO_PRODUCER_ID else expected_epoch
         new_producer_id = None
-        if metadata.is_epoch_exhausted and metadata.state.is_expirable:
+        if (
+            metadata.is_epoch_exhausted
+            and metadata.state.is_expirable
+            and expected in (None, metadata.producer_epoch)
+        ):
             new_producer_id = await self.allocate_producer_id()
             if not self.manager.is_current(transactional_id, coordinator_epoch):
                 return InitResult(ErrorCode.NOT_COORDINATOR)
         if metadata.pending_state is not None:
             return InitResult(ErrorCode.CONCURRENT_TRANSACTIONS)
-        if expected_producer_id != NO_PRODUCER_ID and not _is_expected(
-            metadata, expected_producer_id, expected_epoch
+        if expected is not None and not _is_known_producer(
+            metadata, expected_producer_id, expected
         ):
             return InitResult(ErrorCode.PRODUCER_FENCED)
         state = metadata.state
@@ -204,10 +218,16 @@ class TransactionCoordinator:
         if state is TxnState.DEAD:
             return InitResult(ErrorCode.CONCURRENT_TRANSACTIONS)
         now = self.now_ms()
-        if new_producer_id is not None:
-            transit = metadata.prepare_producer_id_rotation(new_producer_id, timeout_ms, now)
-        else:
-            transit = metadata.prepare_epoch_bump(timeout_ms, now)
+        try:
+            if new_producer_id is not None:
+                transit = metadata.prepare_producer_id_rotation(
+                    new_producer_id, timeout_ms, now, record_last_epoch=expected is not None
+                )
+            else:
+                transit = metadata.prepare_epoch_bump(timeout_ms, now, expected)
+        except ProducerFenced as exc:
+            log.info("%s", exc)
+            return InitResult(ErrorCode.PRODUCER_FENCED)
         error = await self.manager.append(metadata, transit, coordinator_epoch)
         if error != ErrorCode.NONE:
             return InitResult(error)
@@ -248,6 +268,10 @@ class TransactionCoordinator:
         producer_epoch: int,
         partitions: Collection[TopicPartition],
     ) -> int:
+        completing = self._completing.get(transactional_id)
+        if completing is not None:
+            with trio.move_on_after(self.config.completion_wait_ms / 1000):
+                await completing.wait()
         error, coordinator_epoch, metadata = self._checked(
             transactional_id, producer_id, producer_epoch
         )
@@ -313,10 +337,30 @@ class TransactionCoordinator:
             return ErrorCode.INVALID_TXN_STATE
         error = await self.manager.append(metadata, transit, coordinator_epoch)
         if error == ErrorCode.NONE:
-            self.manager.spawn(self._complete, metadata, coordinator_epoch)
+            self._spawn_completion(metadata, coordinator_epoch)
         return error
 
-    async def _complete(self, metadata: TransactionMetadata, coordinator_epoch: int) -> None:
+    def _spawn_completion(self, metadata: TransactionMetadata, coordinator_epoch: int) -> None:
+        tid = metadata.transactional_id
+        done = self._completing.get(tid)
+        if done is None:
+            done = self._completing[tid] = trio.Event()
+        self.manager.spawn(self._complete, metadata, coordinator_epoch, done)
+
+    async def _complete(
+        self, metadata: TransactionMetadata, coordinator_epoch: int, done: trio.Event
+    ) -> None:
+        tid = metadata.transactional_id
+        try:
+            await self._write_markers_and_complete(metadata, coordinator_epoch)
+        finally:
+            done.set()
+            if self._completing.get(tid) is done:
+                del self._completing[tid]
+
+    async def _write_markers_and_complete(
+        self, metadata: TransactionMetadata, coordinator_epoch: int
+    ) -> None:
         """The markers of a prepared transaction, then CompleteCommit/CompleteAbort."""
         tid = metadata.transactional_id
 
@@ -336,7 +380,9 @@ class TransactionCoordinator:
                 log.error("transactional id %s: %s while completing", tid, metadata)
                 return
             transit = metadata.prepare_complete(self.now_ms())
-            error = await self.manager.append(metadata, transit, coordinator_epoch)
+            error = await self.manager.append(
+                metadata, transit, coordinator_epoch, apply_when_appended=True
+            )
             if error in (ErrorCode.NONE, ErrorCode.NOT_COORDINATOR):
                 return
             await trio.sleep(self.config.marker_retry_backoff_ms / 1000)
@@ -428,9 +474,13 @@ class TransactionCoordinator:
         )
 
 
-def _is_expected(metadata: TransactionMetadata, producer_id: int, epoch: int) -> bool:
-    """InitProducerId v3+ from a producer that knows its id (KIP-360): it must be the
-    current producer id and epoch, or the one before a bump that it did not hear of."""
-    if producer_id == metadata.producer_id:
-        return epoch in (metadata.producer_epoch, metadata.last_producer_epoch)
-    return producer_id == metadata.previous_producer_id and epoch == metadata.last_producer_epoch
+def _is_known_producer(metadata: TransactionMetadata, producer_id: int, epoch: int) -> bool:
+    """InitProducerId v3+ from a producer that knows its id (KIP-360), as Kafka checks it:
+    the id has no epoch yet, or it is the current producer id (its epoch is checked by the
+    bump), or the previous one with an exhausted epoch (a retry of the rotation it did not
+    hear of)."""
+    return (
+        metadata.producer_epoch == NO_PRODUCER_EPOCH
+        or producer_id == metadata.producer_id
+        or (producer_id == metadata.previous_producer_id and epoch >= MAX_EPOCH - 1)
+    )

@@ -12,7 +12,9 @@ in `__transaction_state`.
   older epoch than the last seen is ignored.
 - Writes: each transition is one record, appended at once and answered once the ISR has it
   (acks=all, bounded by request.timeout.ms); the transition is applied only then, and only
-  if this broker is still the coordinator of the same epoch.
+  if this broker is still the coordinator of the same epoch. A completion
+  (CompleteCommit/CompleteAbort) is applied as soon as it is appended: nobody is answered
+  on it, and every later write of the id lands behind it in the log and waits for the ISR.
 """
 
 from __future__ import annotations
@@ -134,15 +136,33 @@ class TransactionStateManager:
     # -- writes ----------------------------------------------------------------------------
 
     async def append(
-        self, metadata: TransactionMetadata, transit: TxnTransit, coordinator_epoch: int
+        self,
+        metadata: TransactionMetadata,
+        transit: TxnTransit,
+        coordinator_epoch: int,
+        *,
+        apply_when_appended: bool = False,
     ) -> int:
         """Write a prepared transition; once the ISR has it (and this broker is still the
         coordinator of the same epoch) apply it. The error: NONE, or what the client is
-        told; on an error the transition is abandoned."""
+        told; on an error the transition is abandoned. `apply_when_appended`: apply it once
+        it is in the local log, then wait for the ISR only to report (a completion)."""
         tid = metadata.transactional_id
         partition = self.partition_for(tid)
         write = self.topic.append(partition, transit_batch(tid, transit))
         error = write.error
+        if error == ErrorCode.NONE and apply_when_appended:
+            self._apply(metadata, transit, partition)
+            error = await write.replicated(self.config.append_timeout_ms / 1000)
+            if error != ErrorCode.NONE:
+                # In our log all the same: a new leader replays what the ISR has.
+                log.info(
+                    "transactional id %s: %s not replicated: %s",
+                    tid,
+                    transit.state.display,
+                    ErrorCode(error).name,
+                )
+            return ErrorCode.NONE
         if error == ErrorCode.NONE:
             error = await write.replicated(self.config.append_timeout_ms / 1000)
         if error == ErrorCode.NONE and not self.is_current(tid, coordinator_epoch):
@@ -157,12 +177,16 @@ class TransactionStateManager:
             )
             metadata.abandon_transition()
             return error
+        self._apply(metadata, transit, partition)
+        return ErrorCode.NONE
+
+    def _apply(self, metadata: TransactionMetadata, transit: TxnTransit, partition: int) -> None:
         metadata.complete_transition(transit)
         if transit.state is TxnState.DEAD:
             owned = self.owned.get(partition)
+            tid = metadata.transactional_id
             if owned is not None and owned.transactions.get(tid) is metadata:
                 del owned.transactions[tid]
-        return ErrorCode.NONE
 
     # -- loading and unloading -------------------------------------------------------------
 

@@ -93,6 +93,10 @@ class IllegalTransition(Exception):
     """A transition the rules forbid: a coordinator bug, answered as a server error."""
 
 
+class ProducerFenced(Exception):
+    """The producer's epoch is an old one: answered PRODUCER_FENCED."""
+
+
 @attrs.frozen(slots=True)
 class TxnTransit:
     """The state a transition leads to: what is written to the log, and then applied."""
@@ -121,6 +125,9 @@ class TransactionMetadata:
     start_ms: int = -1
     update_ms: int = -1
     pending_state: TxnState | None = None
+    # A fence's PrepareAbort failed to be written: the epoch was bumped but never told to
+    # anyone, so the next fence does not bump it again (Kafka's hasFailedEpochFence).
+    failed_epoch_fence: bool = False
 
     @classmethod
     def from_transit(cls, transactional_id: str, transit: TxnTransit) -> TransactionMetadata:
@@ -168,13 +175,30 @@ class TransactionMetadata:
 
     # -- the transitions -----------------------------------------------------------------
 
-    def prepare_epoch_bump(self, timeout_ms: int, now_ms: int) -> TxnTransit:
-        """InitProducerId on an idle id: the next epoch (the first is 0), Empty."""
-        epoch = 0 if self.producer_epoch == NO_PRODUCER_EPOCH else self.producer_epoch + 1
+    def prepare_epoch_bump(
+        self, timeout_ms: int, now_ms: int, expected_epoch: int | None = None
+    ) -> TxnTransit:
+        """InitProducerId on an idle id: Empty, at the next epoch (the first is 0). KIP-360:
+        a producer that says which epoch it has (`expected_epoch`) gets the next one if it
+        has the current one, and the current one again if it has the last one (a retry of a
+        bump it did not hear of); a new producer (no expected epoch) leaves no last epoch,
+        so the one it replaced cannot come back that way. Else PRODUCER_FENCED."""
+        bumped = self.producer_epoch + 1  # NO_PRODUCER_EPOCH + 1 is the first epoch, 0
+        if expected_epoch is None:
+            epoch, last = bumped, NO_PRODUCER_EPOCH
+        elif self.producer_epoch == NO_PRODUCER_EPOCH or expected_epoch == self.producer_epoch:
+            epoch, last = bumped, self.producer_epoch
+        elif expected_epoch == self.last_producer_epoch:
+            epoch, last = self.producer_epoch, self.last_producer_epoch
+        else:
+            raise ProducerFenced(
+                f"{self.transactional_id}: epoch {expected_epoch} is neither the current "
+                f"{self.producer_epoch} nor the last {self.last_producer_epoch}"
+            )
         return self._transit(
             TxnState.EMPTY,
             producer_epoch=epoch,
-            last_producer_epoch=self.producer_epoch,
+            last_producer_epoch=last,
             timeout_ms=timeout_ms,
             partitions=frozenset(),
             start_ms=-1,
@@ -182,15 +206,16 @@ class TransactionMetadata:
         )
 
     def prepare_producer_id_rotation(
-        self, producer_id: int, timeout_ms: int, now_ms: int
+        self, producer_id: int, timeout_ms: int, now_ms: int, record_last_epoch: bool
     ) -> TxnTransit:
-        """InitProducerId when the epoch is exhausted: a new producer id at epoch 0."""
+        """InitProducerId when the epoch is exhausted: a new producer id at epoch 0; the old
+        epoch is kept as the last one only for the producer that had it (its retry)."""
         return self._transit(
             TxnState.EMPTY,
             producer_id=producer_id,
             previous_producer_id=self.producer_id,
             producer_epoch=0,
-            last_producer_epoch=NO_PRODUCER_EPOCH,
+            last_producer_epoch=self.producer_epoch if record_last_epoch else NO_PRODUCER_EPOCH,
             timeout_ms=timeout_ms,
             partitions=frozenset(),
             start_ms=-1,
@@ -219,16 +244,21 @@ class TransactionMetadata:
             if self.state is TxnState.PREPARE_COMMIT
             else TxnState.COMPLETE_ABORT
         )
+        self.failed_epoch_fence = False  # the prepare record (with the epoch) was written
         return self._transit(state, partitions=frozenset(), update_ms=now_ms)
 
     def fence_epoch(self) -> None:
         """The in-memory step before an abort the producer did not ask for (a new
         InitProducerId, a timeout): the epoch goes up, so the old producer is fenced by the
-        markers and by the coordinator. Applied at once; PrepareAbort is written next."""
+        markers and by the coordinator. Applied at once; PrepareAbort is written next. As
+        in Kafka the last epoch stays what it was: the fenced epoch never becomes one a
+        producer may come back with (KIP-360)."""
+        bump = not self.failed_epoch_fence
+        if bump and self.producer_epoch >= MAX_EPOCH:
+            raise IllegalTransition(f"{self.transactional_id}: epoch {MAX_EPOCH} cannot be fenced")
         transit = self._transit(TxnState.PREPARE_EPOCH_FENCE)
         self.pending_state = None
-        if not self.is_epoch_exhausted:
-            self.last_producer_epoch = self.producer_epoch
+        if bump:
             self.producer_epoch += 1
         self.state = transit.state
 
@@ -256,7 +286,8 @@ class TransactionMetadata:
 
     def abandon_transition(self) -> None:
         """The write failed: nothing changes, but a fenced epoch stays fenced (the abort is
-        tried again by the next timeout scan)."""
+        tried again by the next timeout scan or InitProducerId, without another bump)."""
         self.pending_state = None
         if self.state is TxnState.PREPARE_EPOCH_FENCE:
             self.state = TxnState.ONGOING
+            self.failed_epoch_fence = True
