@@ -21,6 +21,7 @@ from gregor.client import (
     Producer,
     TopicPartition,
 )
+from gregor.client.producer import TransactionAbortedError
 from gregor.devcluster import LocalCluster
 from gregor.protocol.errors import (
     InvalidProducerEpochError,
@@ -81,6 +82,8 @@ async def copy_in_transactions(producer: Any, consumer: Any, source: str, sink: 
             await ready(producer.commit_transaction())
             committed = positions
         else:
+            # Sent first (an abort drops what is still queued), so read_uncommitted has them.
+            await ready(producer.flush())
             await ready(producer.abort_transaction())
             aborted += [b"out-" + r.value for r in records]
             for tp, offset in committed.items():
@@ -252,6 +255,28 @@ def test_abortable_error_then_abort_and_go_on(txn_cluster: LocalCluster) -> None
         producer.produce(topic, b"small-2", partition=0)
         producer.commit_transaction()
     assert read_all_gregor(txn_cluster, topic, 1, "read_committed") == {0: [b"small-2"]}
+
+
+def test_an_abort_drops_the_records_not_sent_yet(txn_cluster: LocalCluster) -> None:
+    """As the Java client: an abort fails what is still queued (TransactionAbortedError)
+    without sending it, then the next transaction goes on."""
+    topic = unique_topic("gtx-drop")
+    create_topic(txn_cluster, topic, partitions=1, replication_factor=3)
+    config = txn_config(txn_cluster, unique_topic("tid-drop"), **{"linger.ms": 600_000})
+    with Producer(config) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        sent = producer.produce(topic, b"sent", partition=0)
+        producer.flush()
+        queued = [producer.produce(topic, f"queued-{i}".encode(), partition=0) for i in range(5)]
+        producer.abort_transaction()
+        assert sent.exception() is None
+        assert all(isinstance(f.exception(), TransactionAbortedError) for f in queued)
+        producer.begin_transaction()
+        producer.produce(topic, b"next", partition=0)
+        producer.commit_transaction()
+    assert read_all_gregor(txn_cluster, topic, 1, "read_uncommitted") == {0: [b"sent", b"next"]}
+    assert read_all_gregor(txn_cluster, topic, 1, "read_committed") == {0: [b"next"]}
 
 
 def test_fatal_errors_at_init_and_misuse(txn_cluster: LocalCluster) -> None:

@@ -2,5 +2,6 @@
 
 from gregor.client.producer.batch import RecordFuture
 from gregor.client.producer.sync import Producer
+from gregor.client.producer.transactions import TransactionAbortedError
 
-__all__ = ["Producer", "RecordFuture"]
+__all__ = ["Producer", "RecordFuture", "TransactionAbortedError"]

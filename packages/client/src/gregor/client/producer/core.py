@@ -23,7 +23,7 @@ from gregor.client.partitioner import StickyPartitions, key_partitioner
 from gregor.client.producer.accumulator import Accumulator
 from gregor.client.producer.batch import DeliveryCallback, RecordFuture
 from gregor.client.producer.sender import Sender
-from gregor.client.producer.transactions import TransactionManager
+from gregor.client.producer.transactions import TransactionAbortedError, TransactionManager
 from gregor.client.serialization import serializer
 from gregor.client.types import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition, as_offsets
 from gregor.client.wakeup import Wakeup
@@ -216,9 +216,13 @@ class ProducerCore:
         await self.transactions.end(True)
 
     async def abort_transaction(self) -> None:
-        """Abort: what is queued is still sent (it is never read as committed), then the
-        coordinator writes the abort markers."""
+        """Abort, as the Java client does: what is queued and not sent yet is dropped (its
+        records fail with TransactionAbortedError), what is in flight is waited for, then
+        the coordinator writes the abort markers."""
         self.transactions.abort_started()
+        self.sender._fail_all(
+            TransactionAbortedError("the transaction was aborted before these records were sent")
+        )
         await self.flush()
         await self.transactions.end(False)
 

@@ -15,7 +15,9 @@ Errors are classified as the Java client classifies them:
 - abortable (a record that could not be written, a group generation that is gone): the
   transaction cannot commit. commit_transaction and send_offsets_to_transaction raise
   `TransactionAbortableError` (the cause chained); abort_transaction() ends it, and the
-  producer goes on with the next transaction;
+  producer goes on with the next transaction. An abort drops the records not sent yet
+  (they fail with `TransactionAbortedError`, as the Java client's do) and waits for those
+  in flight;
 - fatal: ProducerFencedError (another producer took over the transactional.id: PRODUCER_FENCED
   or INVALID_PRODUCER_EPOCH from the coordinator), authorization and version errors, an
   INVALID_TXN_STATE or INVALID_TRANSACTION_TIMEOUT. Every later transactional call raises
@@ -73,6 +75,13 @@ from gregor.protocol.schema import Request, Response
 log = logging.getLogger(__name__)
 
 MAX_SEQUENCE = 2**31
+
+
+class TransactionAbortedError(KafkaError):
+    """A record still queued when its transaction was aborted: it was never sent (Java's
+    TransactionAbortedException; no broker error code)."""
+
+
 CONCURRENT_BACKOFF = 0.02  # seconds
 E = ErrorCode
 
