@@ -52,6 +52,7 @@ class Ledger:
         self.aborted: set[str] = set()
         self.aborted_written: set[str] = set()  # aborted after every record was acked
         self.events: Counter[str] = Counter()  # what went wrong, and how often
+        self._incarnations: Counter[str] = Counter()
 
     def wrote(self, tag: str, records: int) -> None:
         with self._lock:
@@ -66,6 +67,13 @@ class Ledger:
             self.aborted.add(tag)
             if written:
                 self.aborted_written.add(tag)
+
+    def incarnation(self, transactional_id: str) -> int:
+        """The next number of a producer of the id, over every worker that ever had it (a
+        worker replaced after a hang included), so the tags of its transactions are unique."""
+        with self._lock:
+            self._incarnations[transactional_id] += 1
+            return self._incarnations[transactional_id]
 
     def event(self, what: str) -> None:
         with self._lock:

@@ -13,6 +13,12 @@ abortable one aborts the transaction and rewinds the consumer to the group's com
 offsets; a fatal one (the producer fenced among them) closes the producer and starts a new
 one with the same transactional id (its InitProducerId fences the old epoch and aborts what
 it left open), then rewinds.
+
+A worker whose client call never returns (librdkafka's send_offsets_to_transaction can
+hang after a broker failover, its issues 5456 and 5511) is `abandon`ed and replaced, as an
+application's supervisor would replace it: it leaves the group at once, the replacement
+gets the same transactional id (fencing the hung producer), and the abandoned worker stops
+at its next step if its call ever returns.
 """
 
 from __future__ import annotations
@@ -47,13 +53,18 @@ class PipelineSpec:
 
 
 class Pipeline(Protocol):
-    """One worker: `run` copies until `stop` is set, in the calling thread. `calling` is the
-    client call under way, if any, and since when (time.monotonic()): a call that never
-    returns is a liveness failure the test reports as such."""
+    """One worker: `run` copies until `stop` is set (or it is abandoned), in the calling
+    thread. `calling` is the client call under way, if any, and since when
+    (time.monotonic()): one that never returns gets the worker `abandon`ed (from another
+    thread) and replaced by a new one of the same spec."""
 
+    spec: PipelineSpec
     calling: tuple[str, float] | None
+    abandoned: bool
 
     def run(self, stop: threading.Event) -> None: ...
+
+    def abandon(self) -> None: ...
 
 
 PipelineFactory = Callable[[PipelineSpec, Ledger], Pipeline]
@@ -67,6 +78,10 @@ class Abortable(Exception):
     """The transaction must be aborted (then the consumer rewound)."""
 
 
+class Abandoned(Exception):
+    """The worker was replaced: it stops."""
+
+
 class ConfluentPipeline:
     """confluent-kafka (librdkafka): a transactional Producer and a read_committed Consumer
     subscribed to the source."""
@@ -76,11 +91,23 @@ class ConfluentPipeline:
         self.ledger = ledger
         self.incarnation = 0
         self.calling: tuple[str, float] | None = None
+        self.abandoned = False
+        self._consumer: Any = None
+
+    def abandon(self) -> None:
+        """Leave the group now (the hung call does not use the consumer); a replacement
+        takes the partitions and the transactional id."""
+        self.abandoned = True
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            consumer.close()
 
     def _producer(self) -> Any:
         from confluent_kafka import Producer
 
-        self.incarnation += 1
+        if self.abandoned:
+            raise Abandoned()
+        self.incarnation = self.ledger.incarnation(self.spec.transactional_id)
         producer = Producer(
             {
                 "bootstrap.servers": self.spec.bootstrap,
@@ -144,7 +171,7 @@ class ConfluentPipeline:
         from confluent_kafka import Consumer, TopicPartition
 
         spec = self.spec
-        consumer = Consumer(
+        consumer = self._consumer = Consumer(
             {
                 "bootstrap.servers": spec.bootstrap,
                 "group.id": spec.group,
@@ -159,7 +186,7 @@ class ConfluentPipeline:
         transactions = 0
         tag = ""
         try:
-            while not stop.is_set():
+            while not stop.is_set() and not self.abandoned:
                 try:
                     if producer is None:
                         producer = self._producer()
@@ -184,8 +211,15 @@ class ConfluentPipeline:
                 except Fatal as exc:
                     log.info("%s: a new producer after %s", spec.transactional_id, exc)
                     producer = None
+        except Abandoned:
+            pass
+        except Exception:
+            if not self.abandoned:  # an abandoned worker's consumer is closed under it
+                raise
         finally:
-            consumer.close()
+            if self._consumer is consumer:
+                self._consumer = None
+                consumer.close()
 
     def _copy(
         self,
