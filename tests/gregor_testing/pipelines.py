@@ -1,5 +1,7 @@
 """Consume-transform-produce pipelines, one per client, behind one small interface, so a
-Jepsen-style test runs them all the same way (tests/transactions/test_txn_failover.py).
+Jepsen-style test runs them all the same way (tests/transactions/test_txn_failover.py):
+`ConfluentPipeline` (librdkafka) and `GregorPipeline` (gregor-client's sync clients), on
+one loop (`TransactionalPipeline`) that a client plugs into with a few calls.
 
 A pipeline worker consumes the source as a member of a consumer group, read_committed, and
 copies each batch it gets in one transaction: every record to the same partition of the
@@ -82,9 +84,12 @@ class Abandoned(Exception):
     """The worker was replaced: it stops."""
 
 
-class ConfluentPipeline:
-    """confluent-kafka (librdkafka): a transactional Producer and a read_committed Consumer
-    subscribed to the source."""
+Message = tuple[int, int, bytes | None, bytes]  # (partition, offset, key, value)
+
+
+class TransactionalPipeline:
+    """The worker's loop and its error handling; a client's subclass makes the producer
+    and consumer and says what its errors mean (`classify`)."""
 
     def __init__(self, spec: PipelineSpec, ledger: Ledger) -> None:
         self.spec = spec
@@ -93,6 +98,57 @@ class ConfluentPipeline:
         self.calling: tuple[str, float] | None = None
         self.abandoned = False
         self._consumer: Any = None
+
+    # -- the client's part ---------------------------------------------------------------
+
+    def new_consumer(self) -> Any:
+        """A read_committed consumer of the group, subscribed to the source."""
+        raise NotImplementedError
+
+    def new_producer(self) -> Any:
+        """A transactional producer of the spec's id (init_transactions not called yet)."""
+        raise NotImplementedError
+
+    def classify(self, exc: Exception) -> tuple[str, str] | None:
+        """("abortable" | "retriable" | "fatal", the error's name), or None: not the
+        client's error (it propagates)."""
+        raise NotImplementedError
+
+    def consume(self, consumer: Any) -> list[Message]:
+        raise NotImplementedError
+
+    def produce(self, producer: Any, value: bytes, message: Message) -> Callable[[], bool]:
+        """Send the copy; returns whether it was acknowledged (once flushed)."""
+        raise NotImplementedError
+
+    def init_transactions(self, producer: Any) -> None:
+        raise NotImplementedError
+
+    def send_offsets(self, producer: Any, consumer: Any, offsets: dict[int, int]) -> None:
+        raise NotImplementedError
+
+    def commit(self, producer: Any) -> None:
+        raise NotImplementedError
+
+    def abort(self, producer: Any) -> None:
+        raise NotImplementedError
+
+    def flush(self, producer: Any) -> bool:
+        """Everything sent and settled."""
+        raise NotImplementedError
+
+    def discard(self, producer: Any) -> None:
+        """A producer that cannot go on (fatal error): let go of it."""
+
+    def committed(self, consumer: Any) -> dict[int, int] | None:
+        """The group's committed offsets of the assigned partitions (-1: none yet), None
+        when nothing is assigned; raises the client's error if the coordinator is away."""
+        raise NotImplementedError
+
+    def seek(self, consumer: Any, partition: int, offset: int) -> None:
+        raise NotImplementedError
+
+    # -- the loop --------------------------------------------------------------------------
 
     def abandon(self) -> None:
         """Leave the group now (the hung call does not use the consumer); a replacement
@@ -103,85 +159,61 @@ class ConfluentPipeline:
             consumer.close()
 
     def _producer(self) -> Any:
-        from confluent_kafka import Producer
-
         if self.abandoned:
             raise Abandoned()
         self.incarnation = self.ledger.incarnation(self.spec.transactional_id)
-        producer = Producer(
-            {
-                "bootstrap.servers": self.spec.bootstrap,
-                "transactional.id": self.spec.transactional_id,
-                "transaction.timeout.ms": self.spec.transaction_timeout_ms,
-                "linger.ms": 5,
-            }
-        )
-        self._call("init_transactions", lambda: producer.init_transactions(30))
+        producer = self.new_producer()
+        try:
+            self._call("init_transactions", lambda: self.init_transactions(producer))
+        except BaseException:
+            self.discard(producer)
+            raise
         return producer
 
     def _call(self, what: str, operation: Callable[[], T]) -> T:
         """Run a transactional call, repeating it while its error is retriable."""
-        from confluent_kafka import KafkaException
-
         deadline = time.monotonic() + self.spec.retry_for_s
         while True:
             try:
                 self.calling = (what, time.monotonic())
                 return operation()
-            except KafkaException as exc:
-                error = exc.args[0]
-                if error.txn_requires_abort():
-                    self.ledger.event(f"abortable {error.name()}")
-                    raise Abortable(str(error)) from exc
-                if error.retriable() and time.monotonic() < deadline:
-                    self.ledger.event(f"retriable {error.name()}")
+            except Exception as exc:
+                kind = self.classify(exc)
+                if kind is None:
+                    raise
+                what_kind, name = kind
+                if what_kind == "abortable":
+                    self.ledger.event(f"abortable {name}")
+                    raise Abortable(str(exc)) from exc
+                if what_kind == "retriable" and time.monotonic() < deadline:
+                    self.ledger.event(f"retriable {name}")
                     time.sleep(0.1)
                     continue
-                self.ledger.event(f"fatal {error.name()}")
-                raise Fatal(str(error)) from exc
+                self.ledger.event(f"fatal {name}")
+                raise Fatal(str(exc)) from exc
             finally:
                 self.calling = None
 
     def _rewind(self, consumer: Any) -> None:
         """Back to the group's committed offsets (require_stable: after pending ones land)."""
-        from confluent_kafka import OFFSET_BEGINNING, KafkaException
-
-        assignment = consumer.assignment()
-        if not assignment:
-            return
         deadline = time.monotonic() + self.spec.retry_for_s
         while True:
             try:
-                committed = consumer.committed(assignment, timeout=30)
+                committed = self.committed(consumer)
                 break
-            except KafkaException as exc:  # the group coordinator moving: ask again
-                self.ledger.event(f"committed {exc.args[0].name()}")
+            except Exception as exc:  # the group coordinator moving: ask again
+                kind = self.classify(exc)
+                if kind is None:
+                    raise
+                self.ledger.event(f"committed {kind[1]}")
                 if time.monotonic() > deadline:
                     raise Fatal(str(exc)) from exc
                 time.sleep(0.2)
-        for tp in committed:
-            if tp.offset < 0:
-                tp.offset = OFFSET_BEGINNING
-            try:
-                consumer.seek(tp)
-            except KafkaException:
-                pass  # not fetching it yet: it will start at the committed offset
+        for partition, offset in (committed or {}).items():
+            self.seek(consumer, partition, offset)
 
     def run(self, stop: threading.Event) -> None:
-        from confluent_kafka import Consumer, TopicPartition
-
-        spec = self.spec
-        consumer = self._consumer = Consumer(
-            {
-                "bootstrap.servers": spec.bootstrap,
-                "group.id": spec.group,
-                "isolation.level": "read_committed",
-                "enable.auto.commit": False,
-                "auto.offset.reset": "earliest",
-                "session.timeout.ms": 10000,
-            }
-        )
-        consumer.subscribe([spec.source])
+        consumer = self._consumer = self.new_consumer()
         producer = None
         transactions = 0
         tag = ""
@@ -191,25 +223,26 @@ class ConfluentPipeline:
                     if producer is None:
                         producer = self._producer()
                         self._rewind(consumer)
-                    messages = [
-                        m for m in consumer.consume(spec.batch, timeout=0.5) if m.error() is None
-                    ]
+                    messages = self.consume(consumer)
                     if not messages:
                         continue
                     transactions += 1
-                    tag = f"{spec.transactional_id}.{self.incarnation}.{transactions}"
-                    self._copy(producer, consumer, messages, tag, transactions, TopicPartition)
+                    tag = f"{self.spec.transactional_id}.{self.incarnation}.{transactions}"
+                    self._copy(producer, consumer, messages, tag, transactions)
                 except Abortable:
                     if producer is None:
                         continue
                     try:
-                        self._call("abort_transaction", partial(producer.abort_transaction, 30))
+                        self._call("abort_transaction", partial(self.abort, producer))
                         self.ledger.abort(tag)
                         self._rewind(consumer)
                     except (Abortable, Fatal):
+                        self.discard(producer)
                         producer = None
                 except Fatal as exc:
-                    log.info("%s: a new producer after %s", spec.transactional_id, exc)
+                    log.info("%s: a new producer after %s", self.spec.transactional_id, exc)
+                    if producer is not None:
+                        self.discard(producer)
                     producer = None
         except Abandoned:
             pass
@@ -222,48 +255,220 @@ class ConfluentPipeline:
                 consumer.close()
 
     def _copy(
-        self,
-        producer: Any,
-        consumer: Any,
-        messages: list[Any],
-        tag: str,
-        number: int,
-        topic_partition: Any,
+        self, producer: Any, consumer: Any, messages: list[Message], tag: str, number: int
     ) -> None:
         spec = self.spec
         self._call("begin_transaction", producer.begin_transaction)
-        acked = [0]
-
-        def delivered(error: Any, _message: Any) -> None:
-            if error is None:
-                acked[0] += 1
-
-        for m in messages:
-            value = tagged(m.value(), tag)
-            while True:
-                try:
-                    producer.produce(
-                        spec.sink, value, m.key(), partition=m.partition(), on_delivery=delivered
-                    )
-                    break
-                except BufferError:
-                    producer.poll(0.1)
+        acks = [self.produce(producer, tagged(m[3], tag), m) for m in messages]
         self.ledger.wrote(tag, len(messages))
-        next_offsets: dict[int, int] = {}
-        for m in messages:
-            next_offsets[m.partition()] = m.offset() + 1
-        offsets = [topic_partition(spec.source, p, o) for p, o in next_offsets.items()]
-        group = consumer.consumer_group_metadata()
+        next_offsets = {partition: offset + 1 for partition, offset, _, _ in messages}
         self._call(
             "send_offsets_to_transaction",
-            lambda: producer.send_offsets_to_transaction(offsets, group, 30),
+            lambda: self.send_offsets(producer, consumer, next_offsets),
         )
         if spec.abort_every and number % spec.abort_every == 0:
-            if producer.flush(30) == 0 and acked[0] == len(messages):
-                self._call("abort_transaction", lambda: producer.abort_transaction(30))
+            # Flushed first: an abort drops what is not sent yet, and read_uncommitted
+            # must show these records (the checker's positive control).
+            if self.flush(producer) and all(acked() for acked in acks):
+                self._call("abort_transaction", lambda: self.abort(producer))
                 self.ledger.abort(tag, written=True)
                 self._rewind(consumer)
                 return
             raise Abortable("the records of a transaction to abort were not all acknowledged")
-        self._call("commit_transaction", lambda: producer.commit_transaction(30))
+        self._call("commit_transaction", lambda: self.commit(producer))
         self.ledger.commit(tag)
+
+
+class ConfluentPipeline(TransactionalPipeline):
+    """confluent-kafka (librdkafka): a transactional Producer and a read_committed Consumer
+    subscribed to the source."""
+
+    def new_consumer(self) -> Any:
+        from confluent_kafka import Consumer
+
+        spec = self.spec
+        consumer = Consumer(
+            {
+                "bootstrap.servers": spec.bootstrap,
+                "group.id": spec.group,
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "session.timeout.ms": 10000,
+            }
+        )
+        consumer.subscribe([spec.source])
+        return consumer
+
+    def new_producer(self) -> Any:
+        from confluent_kafka import Producer
+
+        return Producer(
+            {
+                "bootstrap.servers": self.spec.bootstrap,
+                "transactional.id": self.spec.transactional_id,
+                "transaction.timeout.ms": self.spec.transaction_timeout_ms,
+                "linger.ms": 5,
+            }
+        )
+
+    def classify(self, exc: Exception) -> tuple[str, str] | None:
+        from confluent_kafka import KafkaException
+
+        if not isinstance(exc, KafkaException):
+            return None
+        error = exc.args[0]
+        if error.txn_requires_abort():
+            return "abortable", error.name()
+        return ("retriable" if error.retriable() else "fatal"), error.name()
+
+    def consume(self, consumer: Any) -> list[Message]:
+        return [
+            (m.partition(), m.offset(), m.key(), m.value())
+            for m in consumer.consume(self.spec.batch, timeout=0.5)
+            if m.error() is None
+        ]
+
+    def produce(self, producer: Any, value: bytes, message: Message) -> Callable[[], bool]:
+        acked = [False]
+
+        def delivered(error: Any, _message: Any) -> None:
+            acked[0] = error is None
+
+        partition, _, key, _ = message
+        while True:
+            try:
+                producer.produce(
+                    self.spec.sink, value, key, partition=partition, on_delivery=delivered
+                )
+                return lambda: acked[0]
+            except BufferError:
+                producer.poll(0.1)
+
+    def init_transactions(self, producer: Any) -> None:
+        producer.init_transactions(30)
+
+    def send_offsets(self, producer: Any, consumer: Any, offsets: dict[int, int]) -> None:
+        from confluent_kafka import TopicPartition
+
+        wanted = [TopicPartition(self.spec.source, p, o) for p, o in offsets.items()]
+        producer.send_offsets_to_transaction(wanted, consumer.consumer_group_metadata(), 30)
+
+    def commit(self, producer: Any) -> None:
+        producer.commit_transaction(30)
+
+    def abort(self, producer: Any) -> None:
+        producer.abort_transaction(30)
+
+    def flush(self, producer: Any) -> bool:
+        return bool(producer.flush(30) == 0)
+
+    def committed(self, consumer: Any) -> dict[int, int] | None:
+        from confluent_kafka import OFFSET_BEGINNING
+
+        assignment = consumer.assignment()
+        if not assignment:
+            return None
+        found = consumer.committed(assignment, timeout=30)
+        return {tp.partition: tp.offset if tp.offset >= 0 else OFFSET_BEGINNING for tp in found}
+
+    def seek(self, consumer: Any, partition: int, offset: int) -> None:
+        from confluent_kafka import KafkaException, TopicPartition
+
+        try:
+            consumer.seek(TopicPartition(self.spec.source, partition, offset))
+        except KafkaException:
+            pass  # not fetching it yet: it will start at the committed offset
+
+
+class GregorPipeline(TransactionalPipeline):
+    """gregor-client's sync Producer (transactional) and Consumer (read_committed)."""
+
+    def new_consumer(self) -> Any:
+        from gregor.client import Consumer
+
+        spec = self.spec
+        consumer = Consumer(
+            {
+                "bootstrap.servers": spec.bootstrap,
+                "group.id": spec.group,
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "session.timeout.ms": 10000,
+            }
+        )
+        consumer.subscribe([spec.source])
+        return consumer
+
+    def new_producer(self) -> Any:
+        from gregor.client import Producer
+
+        return Producer(
+            {
+                "bootstrap.servers": self.spec.bootstrap,
+                "transactional.id": self.spec.transactional_id,
+                "transaction.timeout.ms": self.spec.transaction_timeout_ms,
+                "linger.ms": 5,
+                "max.block.ms": 30_000,
+            }
+        )
+
+    def classify(self, exc: Exception) -> tuple[str, str] | None:
+        from gregor.protocol.errors import KafkaError, NetworkError, TransactionAbortableError
+
+        if isinstance(exc, TransactionAbortableError):
+            return "abortable", type(exc).__name__
+        if isinstance(exc, KafkaError):
+            return ("retriable" if exc.retriable else "fatal"), type(exc).__name__
+        if isinstance(exc, NetworkError):
+            return "retriable", type(exc).__name__
+        return None
+
+    def consume(self, consumer: Any) -> list[Message]:
+        return [
+            (r.partition, r.offset, r.key, r.value)
+            for r in consumer.consume(self.spec.batch, timeout=0.5)
+        ]
+
+    def produce(self, producer: Any, value: bytes, message: Message) -> Callable[[], bool]:
+        partition, _, key, _ = message
+        future = producer.produce(self.spec.sink, value, key, partition=partition)
+        return lambda: future.done() and future.exception() is None
+
+    def init_transactions(self, producer: Any) -> None:
+        producer.init_transactions()
+
+    def send_offsets(self, producer: Any, consumer: Any, offsets: dict[int, int]) -> None:
+        from gregor.client import TopicPartition
+
+        wanted = {TopicPartition(self.spec.source, p): o for p, o in offsets.items()}
+        producer.send_offsets_to_transaction(wanted, consumer.group_metadata())
+
+    def commit(self, producer: Any) -> None:
+        producer.commit_transaction()
+
+    def abort(self, producer: Any) -> None:
+        producer.abort_transaction()
+
+    def flush(self, producer: Any) -> bool:
+        return bool(producer.flush(30) == 0)
+
+    def discard(self, producer: Any) -> None:
+        producer.close(0)  # its I/O thread stops; what it still held fails
+
+    def committed(self, consumer: Any) -> dict[int, int] | None:
+        assignment = consumer.assignment()
+        if not assignment:
+            return None
+        found = consumer.committed(assignment, 30)
+        return {tp.partition: (m.offset if m is not None else -1) for tp, m in found.items()}
+
+    def seek(self, consumer: Any, partition: int, offset: int) -> None:
+        from gregor.client import TopicPartition
+
+        tp = TopicPartition(self.spec.source, partition)
+        if offset >= 0:
+            consumer.seek(tp, offset)
+        else:
+            consumer.seek_to_beginning(tp)

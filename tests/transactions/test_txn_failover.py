@@ -5,8 +5,9 @@ SIGKILLs the transaction coordinator's broker, then a partition leader of `out`,
 controller, round robin, each restarted before the next. Afterwards the checker
 (gregor_testing.checker) reads both topics with another client and finds every record of
 `in` in `out` exactly once, in order per key, no aborted record read_committed, and the
-deliberately aborted ones read_uncommitted. A worker whose client call hangs is replaced
-by a new one with the same transactional id (`Workers`), and the run goes on.
+deliberately aborted ones read_uncommitted. The pipeline runs with confluent-kafka and with
+gregor-client. A worker whose client call hangs is replaced by a new one with the same
+transactional id (`Workers`), and the run goes on.
 
 The default run has 3 faults; `nox -s txn_faults` runs GREGOR_TXN_FAULTS (>= 100).
 """
@@ -32,7 +33,13 @@ from gregor_testing.faults import (
     find_coordinator,
     partition_leader,
 )
-from gregor_testing.pipelines import ConfluentPipeline, Pipeline, PipelineFactory, PipelineSpec
+from gregor_testing.pipelines import (
+    ConfluentPipeline,
+    GregorPipeline,
+    Pipeline,
+    PipelineFactory,
+    PipelineSpec,
+)
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +59,10 @@ PROPERTIES = {
     "replica.lag.time.max.ms": "3000",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
 }
-PIPELINES: dict[str, PipelineFactory] = {"confluent-kafka": ConfluentPipeline}
+PIPELINES: dict[str, PipelineFactory] = {
+    "confluent-kafka": ConfluentPipeline,
+    "gregor-client": GregorPipeline,
+}
 
 
 class SourceWriter:
