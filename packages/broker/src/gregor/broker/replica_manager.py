@@ -597,6 +597,8 @@ class ReplicaManager:
             nonlocal latest
             if self.shutting_down:
                 return True
+            if self._nothing_new(params, requests):
+                return False
             latest = self.read(params, requests)
             return self._respond_now(params, requests, latest)
 
@@ -604,6 +606,31 @@ class ReplicaManager:
         if not await self.fetch_purgatory.wait(keys, check, params.max_wait_ms / 1000):
             latest = self.read(params, requests)  # max_wait passed: what there is now
         return latest
+
+    def _nothing_new(self, params: FetchParams, requests: Sequence[FetchPartition]) -> bool:
+        """A parked fetch woken up with nothing to read yet: every partition still leads
+        here in the same epoch and ends (at the fetch's isolation) at its fetch offset. Then
+        reading them all again is skipped, as Kafka's DelayedFetch compares offsets before
+        it reads: a follower's fetch covers every partition it follows from this leader, and
+        each high watermark move wakes it."""
+        if params.min_bytes > 1:
+            return False  # some data may not be enough: only a read can tell
+        for request in requests:
+            partition = self.partitions.get((request.topic, request.partition))
+            if partition is None or partition.log is None or not partition.is_leader:
+                return False
+            if 0 <= request.current_leader_epoch != partition.leader_epoch:
+                return False
+            local = partition.log
+            if params.from_follower:
+                end = local.log_end_offset
+            elif params.isolation is FetchIsolation.TXN_COMMITTED:
+                end = local.last_stable_offset
+            else:
+                end = local.high_watermark
+            if end != request.fetch_offset or request.fetch_offset < local.log_start_offset:
+                return False
+        return True
 
     @staticmethod
     def _respond_now(
