@@ -15,11 +15,13 @@ from confluent_kafka import Producer
 from transactions.helpers import read_all
 from transactions.test_bad_input import describe
 
+from gregor.broker.topic_names import TRANSACTION_STATE
 from gregor.devcluster import LocalCluster
 from gregor_testing.cluster import (
     WireClient,
     create_topic,
     log_mark,
+    partitions_of,
     unique_topic,
     wait_for,
     wait_for_log,
@@ -58,6 +60,18 @@ def test_prepare_commit_is_completed_by_the_next_coordinator(
 
     stranded.kill()
     wait_unregistered(cluster, stranded.broker_id)
+    # The controller takes it out of the ISRs with a new leader epoch, which is a new
+    # coordinator epoch: an EndTxn racing that would be answered NOT_COORDINATOR after its
+    # PrepareCommit was written, and its retry CONCURRENT_TRANSACTIONS until the held
+    # marker is.
+    wait_for(
+        lambda: all(
+            stranded.broker_id not in p.isr_nodes
+            for p in partitions_of(cluster, TRANSACTION_STATE, first.broker_id).values()
+        ),
+        60,
+        f"broker {stranded.broker_id} out of the ISRs of {TRANSACTION_STATE}",
+    )
     # EndTxn is answered once PrepareCommit is written; the held partition's marker waits.
     producer.commit_transaction(60)
     assert state_of(cluster, tid) == "PrepareCommit"
