@@ -38,13 +38,14 @@ def topology_up(
     services: bool = True,
     datacenters: Collection[str] | None = None,
     broker_disk_mb: int | None = None,
+    mirrors: bool = False,
 ) -> Iterator[NetnsTopology]:
     """The topology of infra/topology.toml up under `directory` (the services of
     `datacenters` only, if given; each broker's data on a tmpfs of `broker_disk_mb`, if
-    given), and down after, also when the test fails (its brokers' and ZooKeepers' logs stay
-    in `directory`)."""
+    given; with `mirrors`, each mirror host's gregor-mirror), and down after, also when the
+    test fails (its brokers' and ZooKeepers' logs stay in `directory`)."""
     topology = NetnsTopology(load(DESCRIPTION), directory, broker_disk_mb=broker_disk_mb)
-    topology.up(services, datacenters=datacenters)
+    topology.up(services, datacenters=datacenters, mirrors=mirrors)
     try:
         yield topology
     finally:

@@ -5,12 +5,14 @@ inside its namespace, `python workload.py create|produce|read ...`), writing its
 - create: the topic, RF=3, min.insync.replicas=2, unclean leader election off;
 - produce: idempotent producers with acks=all send keyed records at a steady pace for a
   while, then wait for every outcome (acknowledged or failed);
-- read: one consumer reads every partition from the start to its high watermark.
+- read: one consumer reads every partition from the start to its high watermark;
+- ends: print the topic's high watermarks as JSON ({} while it does not exist).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -122,9 +124,20 @@ def read(args: argparse.Namespace) -> None:
     history.close()
 
 
+def ends(args: argparse.Namespace) -> None:
+    consumer = Consumer({"bootstrap.servers": args.bootstrap, "group.id": f"{args.topic}-ends"})
+    topic = consumer.list_topics(args.topic, timeout=30).topics[args.topic]
+    partitions = [] if topic.error is not None else list(topic.partitions)
+    highs = {
+        p: consumer.get_watermark_offsets(TopicPartition(args.topic, p), 30)[1] for p in partitions
+    }
+    consumer.close()
+    print(json.dumps(highs))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("command", choices=["create", "produce", "read"])
+    parser.add_argument("command", choices=["create", "produce", "read", "ends"])
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--history", type=Path)
@@ -133,7 +146,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--rate", type=float, default=100, help="rounds of sends a second")
     args = parser.parse_args()
-    {"create": create, "produce": produce, "read": read}[args.command](args)
+    commands = {"create": create, "produce": produce, "read": read, "ends": ends}
+    commands[args.command](args)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from gregor.devcluster.mirror import mirror_properties
 from gregor.devcluster.netns import broker_for, zookeeper_for
 from gregor.devcluster.topology import Host, Topology, load
 from gregor.storage.checkpoints import format_properties
@@ -40,17 +41,8 @@ def config_file(topology: Topology, host: Host) -> str | None:
         broker = broker_for(topology, host, DATA, "0.0.0.0")
         return format_properties(broker.properties(), "generated from infra/topology.toml")
     if host.service == "mirror":
-        assert host.source is not None
-        source, target = host.source, host.datacenter
         return format_properties(
-            {
-                "clusters": f"{source}, {target}",
-                f"{source}.bootstrap.servers": topology.bootstrap_servers(source),
-                f"{target}.bootstrap.servers": topology.bootstrap_servers(target),
-                f"{source}->{target}.enabled": "true",
-                f"{source}->{target}.topics": ".*",
-            },
-            "generated from infra/topology.toml",
+            mirror_properties(topology, host), "generated from infra/topology.toml"
         )
     return None
 

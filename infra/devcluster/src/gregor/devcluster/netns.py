@@ -28,6 +28,7 @@ from pathlib import Path
 
 from gregor.devcluster import disks, namespaces
 from gregor.devcluster.broker import BrokerProcess
+from gregor.devcluster.mirror import MirrorProcess
 from gregor.devcluster.supervisor import Supervised
 from gregor.devcluster.topology import Host, Topology, load
 from gregor.devcluster.wire import api_versions
@@ -90,11 +91,13 @@ class NetnsTopology:
         services: bool = True,
         timeout: float = 120.0,
         datacenters: Collection[str] | None = None,
+        mirrors: bool = False,
     ) -> None:
         """Build the network (after removing what an earlier run left), then start every
         ZooKeeper ensemble and broker (of `datacenters` only, if given: a test of one
-        cluster spares the machine the other) and return once all serve. On any failure, or
-        an interrupt, everything is torn down again."""
+        cluster spares the machine the other), and with `mirrors` each mirror host's
+        gregor-mirror; return once all serve. On any failure, or an interrupt, everything
+        is torn down again."""
         teardown(self.directory, self.prefix)
         self.services = services
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -104,6 +107,8 @@ class NetnsTopology:
             self._build_network()
             if services:
                 self._start_services(timeout, datacenters)
+            if services and mirrors:
+                self.start_mirrors()
         except BaseException:
             self.down()
             raise
@@ -208,6 +213,18 @@ class NetnsTopology:
             broker.launch()
         for broker in brokers:
             broker.wait_ready(timeout)
+
+    def start_mirrors(self) -> list[MirrorProcess]:
+        """Start every mirror host's gregor-mirror (both datacenters' clusters must run)."""
+        started = []
+        for host in self._hosts(("mirror",)):
+            mirror = MirrorProcess(
+                self.topology, host, self.directory / host.name, self.namespace(host.name)
+            )
+            self.processes[host.name] = mirror
+            mirror.launch()
+            started.append(mirror)
+        return started
 
     def _zookeeper(self, host: Host) -> ZooKeeper:
         server = zookeeper_for(self.topology, host, self.directory / host.name, str(host.address))

@@ -65,7 +65,8 @@ def run(topology: NetnsTopology, services: bool) -> int:
     hosts = len(topology.topology.hosts)
     print(f"bringing up {hosts} hosts under {topology.directory} ...", flush=True)
     try:
-        topology.up(services)  # takes down what it brought up if it fails or is interrupted
+        # Takes down what it brought up if it fails or is interrupted.
+        topology.up(services, mirrors=True)
     except KeyboardInterrupt:
         print("\nstopped", flush=True)
         return 0
