@@ -498,6 +498,16 @@ class BrokerConfig:
         integer(1),
         "the controller's request timeout to brokers",
     )
+    # client quotas (gregor.broker.quotas)
+    quota_window_num: int = setting(
+        "quota.window.num",
+        11,
+        integer(1),
+        "quota windows: a client may take num x size seconds of its quota at once",
+    )
+    quota_window_size_seconds: int = setting(
+        "quota.window.size.seconds", 1, integer(1), "the time span of one quota window"
+    )
     metrics_log_interval_ms: int = setting(
         "gregor.metrics.log.interval.ms",
         60000,

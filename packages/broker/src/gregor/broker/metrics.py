@@ -1,14 +1,18 @@
-"""In-process metrics, logged periodically: Kafka's BrokerTopicMetrics and request metrics.
+"""In-process metrics, logged periodically and served to Prometheus (`gregor.broker.prometheus`):
+Kafka's BrokerTopicMetrics and request metrics.
 
 - meters: messages in, bytes in and out, ISR shrinks and expands (counts and per-second
-  rates over the last logging interval);
+  rates over the last logging interval); messages and bytes also per topic;
 - gauges: under-replicated partitions, and the requests waiting in each purgatory (Kafka's
   PurgatorySize: an operation waiting on several partitions counts once for each), read from
   the replica manager when reported;
 - request latency per API: count, mean, max and an approximate 99th percentile from
-  power-of-two buckets (microseconds), reset each interval.
+  power-of-two buckets (microseconds), reset each interval; the same buckets since start
+  for Prometheus' histograms;
+- gauges the broker's parts install by name (the controller's, the coordinators').
 
-Recording is a few integer additions, cheap enough for the request path.
+Recording is a few integer additions per request or batch (never per record), cheap enough
+for the request path.
 """
 
 from __future__ import annotations
@@ -51,10 +55,12 @@ class Meter:
 class Latency:
     """Request latencies of one API over the current window."""
 
-    __slots__ = ("buckets", "count", "max_us", "total", "total_us")
+    __slots__ = ("all_buckets", "all_us", "buckets", "count", "max_us", "total", "total_us")
 
     def __init__(self) -> None:
         self.total = 0  # since start
+        self.all_us = 0  # since start
+        self.all_buckets = [0] * _BUCKETS  # since start
         self.count = 0
         self.total_us = 0
         self.max_us = 0
@@ -65,9 +71,12 @@ class Latency:
         self.total += 1
         self.count += 1
         self.total_us += us
+        self.all_us += us
         if us > self.max_us:
             self.max_us = us
-        self.buckets[min(us.bit_length(), _BUCKETS - 1)] += 1
+        bucket = min(us.bit_length(), _BUCKETS - 1)
+        self.buckets[bucket] += 1
+        self.all_buckets[bucket] += 1
 
     def percentile(self, fraction: float) -> int:
         """An upper bound of the given percentile in microseconds (a power of two)."""
@@ -82,6 +91,20 @@ class Latency:
     def reset(self) -> None:
         self.count = self.total_us = self.max_us = 0
         self.buckets = [0] * _BUCKETS
+
+
+class TopicCounts:
+    """One topic's BrokerTopicMetrics since start."""
+
+    __slots__ = ("bytes_in", "bytes_out", "messages_in")
+
+    def __init__(self) -> None:
+        self.messages_in = 0
+        self.bytes_in = 0
+        self.bytes_out = 0
+
+
+Gauge = Callable[[], float]
 
 
 class Metrics:
@@ -99,6 +122,28 @@ class Metrics:
         self.under_replicated: Callable[[], int] = lambda: 0
         # The replica manager registers its purgatories here, by name: "fetch", "produce", ...
         self.purgatories: dict[str, Sized] = {}
+        self.topics: dict[str, TopicCounts] = {}
+        # Installed by the broker's parts: Prometheus name -> (help, read it now).
+        self.gauges: dict[str, tuple[str, Gauge]] = {}
+
+    def _topic(self, topic: str) -> TopicCounts:
+        counts = self.topics.get(topic)
+        if counts is None:
+            counts = self.topics[topic] = TopicCounts()
+        return counts
+
+    def appended(self, topic: str, size: int, messages: int) -> None:
+        """A batch appended from a producer: bytes in, and its new messages."""
+        self.bytes_in.mark(size)
+        self.messages_in.mark(messages)
+        counts = self._topic(topic)
+        counts.bytes_in += size
+        counts.messages_in += messages
+
+    def sent(self, topic: str, size: int) -> None:
+        """Record bytes of a topic sent to a consumer."""
+        self.bytes_out.mark(size)
+        self._topic(topic).bytes_out += size
 
     def record_request(self, api_key: int, seconds: float) -> None:
         latency = self.latency.get(api_key)

@@ -21,6 +21,10 @@ in user space: file regions are read (`os.pread`) and sent through the `SSLStrea
 sendfile cannot go through TLS. On a SASL listener, `gregor.broker.security.sasl` runs the
 authentication before the three tasks start. A PLAINTEXT connection does neither.
 
+A client over one of its quotas (`gregor.broker.quotas`) gets its response at once, with
+`throttle_time_ms` set, and the connection is muted for that long: nothing more is read or
+handled from it until then, as Kafka mutes a throttled channel.
+
 An idle connection costs three sleeping tasks and a small buffer.
 """
 
@@ -33,7 +37,9 @@ import os
 import socket
 import time
 from collections.abc import Awaitable
+from typing import Any
 
+import attrs
 import trio
 
 from gregor.broker.apis import (
@@ -47,6 +53,7 @@ from gregor.broker.apis import (
 )
 from gregor.broker.config import BrokerConfig, Endpoint
 from gregor.broker.metrics import Metrics
+from gregor.broker.quotas import throttled_response
 from gregor.broker.security.listeners import ListenerSecurity
 from gregor.broker.security.principal import distinguished_name
 from gregor.broker.security.sasl import SaslAuthenticator
@@ -63,6 +70,7 @@ from gregor.protocol.framing import (
     peek_request,
 )
 from gregor.protocol.primitives import FileRegion
+from gregor.protocol.schema import Response
 
 log = logging.getLogger(__name__)
 
@@ -87,24 +95,38 @@ async def _handled(api: str, version: int, running: Awaitable[Answer]) -> Answer
         raise CloseConnection(f"{api} v{version} failed: {exc!r}") from exc
 
 
+@attrs.frozen(slots=True, eq=False)
+class _Request:
+    """What answering a request needs besides its response: for the frame, the metrics and
+    the quotas (`busy`: the loop time its handler took)."""
+
+    api: str
+    peek: RequestPeek
+    client_id: str
+    body: Any
+    size: int
+    started: float
+    busy: float
+
+
 class _Waiting:
     """A `Later` answer in the writer's queue, with what its frame needs once ready."""
 
-    __slots__ = ("api", "later", "peek", "started")
+    __slots__ = ("later", "request")
 
-    def __init__(self, later: Later, api: str, peek: RequestPeek, started: float) -> None:
+    def __init__(self, later: Later, request: _Request) -> None:
         self.later = later
-        self.api = api
-        self.peek = peek
-        self.started = started
+        self.request = request
 
-    async def finish(self, metrics: Metrics) -> Chunks | None:
-        peek = self.peek
-        response = await _handled(self.api, peek.api_version, self.later.result())
-        metrics.record_request(peek.api_key, time.monotonic() - self.started)
-        if response is None or isinstance(response, Later):
-            return None
-        return encode_response_chunks(response, peek.api_version, peek.correlation_id)
+    async def finish(self, connection: Connection) -> Chunks | None:
+        request = self.request
+        response = await _handled(request.api, request.peek.api_version, self.later.result())
+        connection.server.metrics.record_request(
+            request.peek.api_key, time.monotonic() - request.started
+        )
+        if isinstance(response, Later):
+            response = None
+        return connection._respond(request, response)
 
 
 _Answer = Chunks | _Waiting
@@ -130,6 +152,8 @@ class Connection:
         self.security = server.config.listener_security.get(endpoint.listener)
         self.principal = ANONYMOUS
         self.tls: trio.SSLStream[trio.SocketStream] | None = None
+        # Over a quota, nothing more is read or handled until then (trio clock).
+        self.muted_until = 0.0
 
     def __repr__(self) -> str:
         return f"{self.endpoint.listener}-{self.host}:{self.port}"
@@ -227,6 +251,7 @@ class Connection:
         async with send:
             while True:
                 try:
+                    await self._unmuted()
                     if not frames.buffered():
                         # Idle means: nothing to read and nothing being answered. The timeout
                         # only ever interrupts this wait, never a frame half read.
@@ -263,6 +288,7 @@ class Connection:
             async with frames, answers:
                 async for frame in frames:
                     self.in_flight += 1
+                    await self._unmuted()
                     answer = await self._answer(frame)
                     if answer is None:
                         self.in_flight -= 1
@@ -279,7 +305,7 @@ class Connection:
             async with answers:
                 async for answer in answers:
                     if isinstance(answer, _Waiting):
-                        chunks = await answer.finish(self.server.metrics)
+                        chunks = await answer.finish(self)
                     else:
                         chunks = answer
                     if chunks is not None:
@@ -332,12 +358,50 @@ class Connection:
         response = await _handled(
             found.name, peek.api_version, found.handler(ctx, body, peek.api_version)
         )
+        handled = time.monotonic()
+        request = _Request(
+            found.name, peek, ctx.client_id, body, len(frame), started, handled - started
+        )
         if isinstance(response, Later):
-            return _Waiting(response, found.name, peek, started)
-        server.metrics.record_request(peek.api_key, time.monotonic() - started)
+            return _Waiting(response, request)
+        server.metrics.record_request(peek.api_key, handled - started)
+        return self._respond(request, response)
+
+    # -- quotas ----------------------------------------------------------------------------
+
+    def _respond(self, request: _Request, response: Response | None) -> Chunks | None:
+        """The encoded response; over a quota (`gregor.broker.quotas`), with its throttle
+        time, and the connection muted for that long."""
+        peek = request.peek
+        encoding = time.monotonic()
+        chunks = (
+            None
+            if response is None
+            else encode_response_chunks(response, peek.api_version, peek.correlation_id)
+        )
+        quotas = self.server.services.quotas
+        if not quotas.enabled:
+            return chunks
+        throttle, over = quotas.throttle(
+            self.principal,
+            request.client_id,
+            peek.api_key,
+            request.body,
+            request.size,
+            sum(len(c) for c in chunks) if chunks is not None else 0,
+            request.busy + time.monotonic() - encoding,
+        )
+        if not throttle:
+            return chunks
+        self.muted_until = max(self.muted_until, trio.current_time() + throttle / 1000)
         if response is None:
             return None
-        return encode_response_chunks(response, peek.api_version, header.correlation_id)
+        throttled = throttled_response(response, throttle, over, self.server.metrics)
+        return encode_response_chunks(throttled, peek.api_version, peek.correlation_id)
+
+    async def _unmuted(self) -> None:
+        if self.muted_until > trio.current_time():
+            await trio.sleep_until(self.muted_until)
 
     # -- writing ---------------------------------------------------------------------------
 

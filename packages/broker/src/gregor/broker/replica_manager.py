@@ -445,7 +445,6 @@ class ReplicaManager:
         """Append to the leaders now (in the order of the calls); `replicated` waits."""
         results: dict[Key, ProduceResult] = {}
         waiting: dict[Key, int] = {}  # for acks=all: the offset the HW must reach
-        messages = 0
         for key, records in entries.items():
             topic, index = key
             if topic in INTERNAL_TOPICS and not internal_allowed:
@@ -464,13 +463,10 @@ class ReplicaManager:
                 log.exception("append to %s-%d failed", topic, index)
                 results[key] = ProduceResult(ErrorCode.UNKNOWN_SERVER_ERROR, message=repr(exc))
                 continue
-            self.metrics.bytes_in.mark(len(records))
-            if not info.duplicate:
-                messages += info.records_count
+            self.metrics.appended(topic, len(records), 0 if info.duplicate else info.records_count)
             results[key] = _produce_result(info)
             if acks == -1 and info.records_count:
                 waiting[key] = info.last_offset + 1
-        self.metrics.messages_in.mark(messages)
         return Appended(self, results, waiting)
 
     async def await_replication(

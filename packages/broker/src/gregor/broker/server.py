@@ -53,6 +53,7 @@ from gregor.broker.metadata_cache import MetadataCache
 from gregor.broker.metrics import Metrics
 from gregor.broker.network import SocketServer
 from gregor.broker.producer_ids import ProducerIds
+from gregor.broker.quotas import ClientQuotas
 from gregor.broker.replica_manager import ReplicaManager
 from gregor.broker.replicated_topic import ReplicatedTopic
 from gregor.broker.services import Services
@@ -78,6 +79,7 @@ class Broker:
         self.cluster_id = ""
         self.controller_settings = ControllerSettings.from_config(config)
         self.metrics = Metrics()
+        self.quotas = ClientQuotas(config.quota_window_num, config.quota_window_size_seconds)
         self.metadata_cache = MetadataCache(config.broker_id)
         self.zk = KafkaZkClient(
             config.zookeeper_connect,
@@ -111,6 +113,7 @@ class Broker:
             txn_verifier=self.txn_verifier,
             topic_creator=self.topic_creator,
             producer_ids=self.producer_ids,
+            quotas=self.quotas,
             controller=lambda: self.controller,
             cluster_id=lambda: self.cluster_id,
             broker_epoch=lambda: self.broker_epoch,
@@ -178,9 +181,10 @@ class Broker:
         return self._controller.broker_epoch if self._controller is not None else -1
 
     def _config_changed(self, entity_type: str, name: str, config: dict[str, str]) -> None:
-        """A dynamic config (ConfigChangeListener): the logs' settings, and the controller's
-        (unclean leader election)."""
+        """A dynamic config (ConfigChangeListener): the logs' settings, the controller's
+        (unclean leader election), and the client quotas (users and client ids)."""
         self.local_logs.config_changed(entity_type, name, config)
+        self.quotas.config_changed(entity_type, name, config)
         if self._controller is not None:
             self._controller.config_changed(entity_type, name, config)
 

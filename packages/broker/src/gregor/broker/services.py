@@ -23,6 +23,7 @@ from gregor.broker.local_logs import LocalLogs
 from gregor.broker.metadata_cache import MetadataCache
 from gregor.broker.metrics import Metrics
 from gregor.broker.producer_ids import ProducerIds
+from gregor.broker.quotas import ClientQuotas
 from gregor.broker.replica_manager import ReplicaManager
 from gregor.broker.topic_creation import TopicCreator
 from gregor.broker.txn_verification import TxnVerifier
@@ -63,6 +64,7 @@ class Services:
     producer_ids: ProducerIds
     transaction_coordinator: TransactionCoordinator
     txn_verifier: TxnVerifier
+    quotas: ClientQuotas
     _controller: Callable[[], ControllerAdmin]
     _cluster_id: Callable[[], str]
     _broker_epoch: Callable[[], int]

@@ -83,18 +83,17 @@ def _response(
 ) -> FetchResponse:
     response = FetchResponse(session_id=0)
     topics: dict[str, FetchableTopicResponse] = {}
-    sent = 0
+    metrics = ctx.services.metrics
     for asked, result in zip(wanted, results, strict=True):
         data = _partition_data(ctx, asked, result, version, from_follower)
         records = data.records
-        sent += len(records) if records is not None else 0
+        if records is not None and not from_follower:
+            metrics.sent(asked.topic, len(records))
         entry = topics.get(asked.topic)
         if entry is None:
             entry = topics[asked.topic] = FetchableTopicResponse(topic=asked.topic)
             response.responses.append(entry)
         entry.partitions.append(data)
-    if not from_follower:
-        ctx.services.metrics.bytes_out.mark(sent)
     return response
 
 

@@ -673,7 +673,16 @@ class KafkaZkClient:
         await self.set_or_create(path, znodes.encode_entity_config(config))
 
     async def get_all_entities_with_config(self, entity_type: str) -> list[str]:
-        return await self.get_children(f"{znodes.CONFIG}/{entity_type}")
+        """Every entity of the type with a config znode; for users, each user's client ids
+        too, as "<user>/clients/<client-id>" (Kafka's nested quota entities)."""
+        names = await self.get_children(f"{znodes.CONFIG}/{entity_type}")
+        if entity_type != znodes.CONFIG_USERS:
+            return names
+        nested = []
+        for user in names:
+            path = f"{znodes.config_entity_path(entity_type, user)}/{znodes.CONFIG_CLIENTS}"
+            nested += [f"{user}/{znodes.CONFIG_CLIENTS}/{c}" for c in await self.get_children(path)]
+        return names + nested
 
     async def create_config_change_notification(self, entity_path: str) -> None:
         """Announce that /config/<entity_path> changed, so every broker re-reads it."""

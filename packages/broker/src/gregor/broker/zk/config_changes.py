@@ -1,7 +1,8 @@
 """Dynamic configs on every broker: /config/changes notifications, applied in order.
 
-Whoever changes /config/topics/T or /config/brokers/<id|<default>> also creates a
-sequential /config/changes/config_change_N naming the entity. Every broker runs a
+Whoever changes /config/topics/T, /config/brokers/<id|<default>>, /config/users/<u>,
+/config/users/<u>/clients/<c> or /config/clients/<c> also creates a sequential
+/config/changes/config_change_N naming the entity. Every broker runs a
 `ConfigChangeListener`: at start it applies every entity's current config, then applies
 each new notification once, in sequence order, by reading the entity's config afresh. After
 a reconnection or a new session it looks again, so nothing is missed. Notifications older
@@ -26,7 +27,12 @@ log = logging.getLogger(__name__)
 # (entity type, entity name, its whole dynamic config now): "topics", "orders", {...}
 ConfigChange = Callable[[str, str, dict[str, str]], None]
 EXPIRATION_S = 15 * 60
-APPLIED_AT_START = (znodes.CONFIG_TOPICS, znodes.CONFIG_BROKERS)
+APPLIED_AT_START = (
+    znodes.CONFIG_TOPICS,
+    znodes.CONFIG_BROKERS,
+    znodes.CONFIG_USERS,
+    znodes.CONFIG_CLIENTS,
+)
 
 
 class ConfigChangeListener:
@@ -104,7 +110,9 @@ class ConfigChangeListener:
 
     async def _apply(self, entity_type: str, name: str) -> None:
         config = await self.zk.get_entity_configs(entity_type, name)
-        log.info("applying the dynamic config of %s %s: %s", entity_type, name, config)
+        # A user's config holds its SCRAM credentials: those are not logged.
+        shown = {k: "[hidden]" if k.startswith("SCRAM-") else v for k, v in config.items()}
+        log.info("applying the dynamic config of %s %s: %s", entity_type, name, shown)
         try:
             self.on_change(entity_type, name, config)
         except Exception:

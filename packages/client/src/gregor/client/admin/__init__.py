@@ -2,6 +2,8 @@
 
 from gregor.client.admin.sync import AdminClient
 from gregor.client.admin.types import (
+    ClientQuotaEntity,
+    ClientQuotaFilterComponent,
     ConfigEntry,
     ConfigResource,
     ConfigSource,
@@ -10,11 +12,14 @@ from gregor.client.admin.types import (
     GroupListing,
     GroupOffset,
     NewTopic,
+    QuotaMatch,
     ResourceType,
 )
 
 __all__ = [
     "AdminClient",
+    "ClientQuotaEntity",
+    "ClientQuotaFilterComponent",
     "ConfigEntry",
     "ConfigResource",
     "ConfigSource",
@@ -23,5 +28,6 @@ __all__ = [
     "GroupListing",
     "GroupOffset",
     "NewTopic",
+    "QuotaMatch",
     "ResourceType",
 ]

@@ -36,3 +36,5 @@ class AsyncAdminClient(AsyncClient):
     elect_leaders = awaiting(AdminCore.elect_leaders)
     alter_partition_reassignments = awaiting(AdminCore.alter_partition_reassignments)
     list_partition_reassignments = awaiting(AdminCore.list_partition_reassignments)
+    describe_client_quotas = awaiting(AdminCore.describe_client_quotas)
+    alter_client_quotas = awaiting(AdminCore.alter_client_quotas)

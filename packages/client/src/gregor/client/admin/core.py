@@ -5,6 +5,7 @@ Where each request goes, as the Java admin client sends it:
   NOT_CONTROLLER answer refreshes metadata and asks the new one);
 - DeleteRecords and ListOffsets: each partition's leader;
 - configs: any broker for topics, the broker itself for broker configs;
+- client quotas: any broker;
 - groups: each group's coordinator; ListGroups: every broker.
 
 Every operation takes a timeout (default.api.timeout.ms) within which retriable errors
@@ -20,6 +21,8 @@ import trio
 
 from gregor.client.admin.types import (
     BrokerDescription,
+    ClientQuotaEntity,
+    ClientQuotaFilterComponent,
     ClusterDescription,
     ConfigEntry,
     ConfigResource,
@@ -41,6 +44,13 @@ from gregor.client.coordinator_lookup import CoordinatorType, find_coordinator
 from gregor.client.network import BOOTSTRAP, NetworkClient
 from gregor.client.offsets import EARLIEST, LATEST, list_offsets
 from gregor.client.types import OffsetAndTimestamp, TopicPartition, partitions_by_topic
+from gregor.protocol.apis.alter_client_quotas import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
+    EntityData,
+    OpData,
+    RequestEntryData,
+)
 from gregor.protocol.apis.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
@@ -70,6 +80,11 @@ from gregor.protocol.apis.delete_topics import (
     DeleteTopicsRequest,
     DeleteTopicsResponse,
     DeleteTopicState,
+)
+from gregor.protocol.apis.describe_client_quotas import (
+    ComponentData,
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
 )
 from gregor.protocol.apis.describe_configs import (
     DescribeConfigsRequest,
@@ -676,6 +691,64 @@ class AdminCore:
             }
 
         return await self._retrying(timeout, "ListPartitionReassignments", attempt)
+
+    # -- client quotas ---------------------------------------------------------------------
+
+    async def describe_client_quotas(
+        self,
+        components: Sequence[ClientQuotaFilterComponent] = (),
+        strict: bool = False,
+        timeout: float | None = None,
+    ) -> dict[ClientQuotaEntity, dict[str, float]]:
+        """The quotas of the entities that match every component (none: all entities);
+        with `strict`, only entities naming no other entity type."""
+        request = DescribeClientQuotasRequest(
+            components=[ComponentData(c.entity_type, c.match_type, c.match) for c in components],
+            strict=strict,
+        )
+
+        async def attempt() -> dict[ClientQuotaEntity, dict[str, float]]:
+            response = await self.client.request(BOOTSTRAP, request)
+            assert isinstance(response, DescribeClientQuotasResponse)
+            _raise(response.error_code, "DescribeClientQuotas", response.error_message)
+            return {
+                ClientQuotaEntity({e.entity_type: e.entity_name for e in entry.entity}): {
+                    v.key: v.value for v in entry.values
+                }
+                for entry in response.entries or ()
+            }
+
+        return await self._retrying(timeout, "DescribeClientQuotas", attempt)
+
+    async def alter_client_quotas(
+        self,
+        alterations: Mapping[ClientQuotaEntity, Mapping[str, float | None]],
+        validate_only: bool = False,
+        timeout: float | None = None,
+    ) -> None:
+        """Set quotas (a None value removes that quota), leaving the entity's others."""
+        request = AlterClientQuotasRequest(
+            entries=[
+                RequestEntryData(
+                    [EntityData(t, n) for t, n in entity.entries],
+                    [
+                        OpData(key, 0.0 if value is None else value, value is None)
+                        for key, value in ops.items()
+                    ],
+                )
+                for entity, ops in alterations.items()
+            ],
+            validate_only=validate_only,
+        )
+
+        async def attempt() -> None:
+            response = await self.client.request(BOOTSTRAP, request)
+            assert isinstance(response, AlterClientQuotasResponse)
+            for entry in response.entries:
+                entity = {e.entity_type: e.entity_name for e in entry.entity}
+                _raise(entry.error_code, f"altering the quotas of {entity}", entry.error_message)
+
+        await self._retrying(timeout, "AlterClientQuotas", attempt)
 
 
 def _source(code: int, is_default: bool) -> ConfigSource:

@@ -48,3 +48,5 @@ class AdminClient:
     elect_leaders = blocking(AdminCore.elect_leaders)
     alter_partition_reassignments = blocking(AdminCore.alter_partition_reassignments)
     list_partition_reassignments = blocking(AdminCore.list_partition_reassignments)
+    describe_client_quotas = blocking(AdminCore.describe_client_quotas)
+    alter_client_quotas = blocking(AdminCore.alter_client_quotas)

@@ -133,3 +133,33 @@ class Reassignment:
 class ElectionType(enum.IntEnum):
     PREFERRED = 0
     UNCLEAN = 1
+
+
+def _entity_entries(entity: Mapping[str, str | None]) -> tuple[tuple[str, str | None], ...]:
+    return tuple(sorted(entity.items()))
+
+
+@attrs.frozen
+class ClientQuotaEntity:
+    """Who a quota is for: {"user": ..., "client-id": ...}, one or both; a None name is the
+    default entity (`<default>`). Build it from a mapping: `ClientQuotaEntity({"user": "a"})`."""
+
+    entries: tuple[tuple[str, str | None], ...] = attrs.field(converter=_entity_entries)
+
+    def as_dict(self) -> dict[str, str | None]:
+        return dict(self.entries)
+
+
+class QuotaMatch(enum.IntEnum):
+    """How a DescribeClientQuotas filter component matches an entity type's name."""
+
+    EXACT = 0  # this name
+    DEFAULT = 1  # the default entity
+    ANY = 2  # any name, or the default
+
+
+@attrs.frozen
+class ClientQuotaFilterComponent:
+    entity_type: str  # "user" or "client-id"
+    match_type: QuotaMatch = QuotaMatch.EXACT
+    match: str | None = None  # the name, for EXACT
