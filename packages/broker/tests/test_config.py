@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import logging
+import sys
 from pathlib import Path
 
 import pytest
 
+from gregor.broker.__main__ import JsonFormatter
 from gregor.broker.config import DYNAMIC_BROKER_CONFIGS, SERVER_SETTINGS, BrokerConfig, Endpoint
 from gregor.broker.properties import parse_override
 from gregor.protocol.errors import InvalidConfigError
@@ -183,3 +187,32 @@ def test_declared_types_and_defaults() -> None:
     assert (
         "log.retention.ms" in DYNAMIC_BROKER_CONFIGS and "broker.id" not in DYNAMIC_BROKER_CONFIGS
     )
+
+
+def test_log_format_json_writes_one_object_per_line_and_the_prometheus_listener_parses() -> None:
+    config = BrokerConfig.from_properties(
+        {
+            "broker.id": "0",
+            "zookeeper.connect": "127.0.0.1:2181",
+            "log.format": "json",
+            "metrics.prometheus.listener": "http://127.0.0.1:9404",
+        }
+    )
+    assert config.log_format == "json"
+    assert config.metrics_prometheus_listener == ("127.0.0.1", 9404)
+    for bad in ("127.0.0.1:9404", "http://127.0.0.1:99999", "https://h:1"):
+        with pytest.raises(InvalidConfigError):
+            BrokerConfig.from_properties(
+                {"broker.id": "0", "zookeeper.connect": "z:1", "metrics.prometheus.listener": bad}
+            )
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        record = logging.LogRecord(
+            "gregor.x", logging.ERROR, "f", 1, "a %s", ("b",), sys.exc_info()
+        )
+    line = JsonFormatter().format(record)
+    assert "\n" not in line
+    entry = json.loads(line)
+    assert (entry["level"], entry["logger"], entry["message"]) == ("ERROR", "gregor.x", "a b")
+    assert "ValueError: boom" in entry["exception"]

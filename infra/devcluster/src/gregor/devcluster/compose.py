@@ -28,6 +28,7 @@ from gregor.storage.checkpoints import format_properties
 DATA = Path("/var/lib/gregor")  # each container's volume
 CONFIG = Path("/etc/gregor")  # where its config file is mounted
 CONFIG_FILES = {"zookeeper": "zoo.cfg", "broker": "server.properties", "mirror": "mm2.properties"}
+METRICS_PORT = 9404  # each broker's Prometheus endpoint (metrics.prometheus.listener)
 HEADER = "# Generated from infra/topology.toml by `nox -s compose`: edit that, not this.\n"
 
 
@@ -39,7 +40,9 @@ def config_file(topology: Topology, host: Host) -> str | None:
         return "\n".join(["quorumListenOnAllIPs=true", *server.settings()]) + "\n"
     if host.service == "broker":
         broker = broker_for(topology, host, DATA, "0.0.0.0")
-        return format_properties(broker.properties(), "generated from infra/topology.toml")
+        properties = broker.properties()
+        properties["metrics.prometheus.listener"] = f"http://0.0.0.0:{METRICS_PORT}"
+        return format_properties(properties, "generated from infra/topology.toml")
     if host.service == "mirror":
         return format_properties(
             mirror_properties(topology, host), "generated from infra/topology.toml"
@@ -123,9 +126,34 @@ def to_yaml(value: Any, indent: int = 0) -> str:
     return json.dumps(value)
 
 
+def prometheus(topology: Topology) -> dict[str, Any]:
+    """A Prometheus scrape config for every broker, labelled with its datacenter (for
+    infra/grafana's dashboard)."""
+    return {
+        "global": {"scrape_interval": "15s"},
+        "scrape_configs": [
+            {
+                "job_name": "gregor-broker",
+                "static_configs": [
+                    {
+                        "targets": [
+                            f"{h.name}:{METRICS_PORT}" for h in topology.hosts_of(name, "broker")
+                        ],
+                        "labels": {"datacenter": name},
+                    }
+                    for name in topology.datacenters
+                ],
+            }
+        ],
+    }
+
+
 def generate(topology: Topology) -> dict[str, str]:
     """Every generated file, by its path under infra/compose."""
-    files = {"docker-compose.yml": HEADER + to_yaml(compose(topology)) + "\n"}
+    files = {
+        "docker-compose.yml": HEADER + to_yaml(compose(topology)) + "\n",
+        "prometheus.yml": HEADER + to_yaml(prometheus(topology)) + "\n",
+    }
     for host in topology.hosts.values():
         content = config_file(topology, host)
         if content is not None:

@@ -8,6 +8,7 @@ cannot start.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import signal
 import sys
@@ -57,6 +58,21 @@ async def serve(config: BrokerConfig) -> None:
         nursery.cancel_scope.cancel()
 
 
+class JsonFormatter(logging.Formatter):
+    """`log.format=json`: one JSON object per line, for log shippers."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "time": self.formatTime(record),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(
@@ -70,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     except KafkaError as exc:
         print(f"gregor-broker: {exc}", file=sys.stderr)
         return 1
+    if config.log_format == "json":
+        for handler in logging.getLogger().handlers:
+            handler.setFormatter(JsonFormatter())
     failures: list[BaseException] = []
     try:
         trio.run(serve, config)

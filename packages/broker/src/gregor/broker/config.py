@@ -96,6 +96,17 @@ def parse_endpoints(key: str, value: object) -> tuple[Endpoint, ...]:
     return tuple(endpoints)
 
 
+def _http_listener(key: str, value: object) -> tuple[str, int] | None:
+    """`http://host:port` (port 0: any free one), or nothing."""
+    text = str(value).strip()
+    if not text:
+        return None
+    found = re.fullmatch(r"http://(\[[^\]]*\]|[^:/\[\]]*):(\d+)/?", text)
+    if found is None or int(found[2]) > 65535:
+        raise config_error(key, value, "must be http://host:port")
+    return found[1].strip("[]"), int(found[2])
+
+
 def _protocol_map(key: str, value: object) -> Mapping[str, str]:
     text = str(value)
     out = {}
@@ -507,6 +518,15 @@ class BrokerConfig:
     )
     quota_window_size_seconds: int = setting(
         "quota.window.size.seconds", 1, integer(1), "the time span of one quota window"
+    )
+    metrics_prometheus_listener: tuple[str, int] | None = setting(
+        "metrics.prometheus.listener",
+        None,
+        Parser(ConfigType.STRING, _http_listener),
+        "http://host:port where Prometheus metrics are served (unset: not served); Gregor's own",
+    )
+    log_format: str = setting(
+        "log.format", "text", choice("text", "json"), "text lines, or one JSON object per line"
     )
     metrics_log_interval_ms: int = setting(
         "gregor.metrics.log.interval.ms",

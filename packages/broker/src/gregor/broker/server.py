@@ -53,6 +53,7 @@ from gregor.broker.metadata_cache import MetadataCache
 from gregor.broker.metrics import Metrics
 from gregor.broker.network import SocketServer
 from gregor.broker.producer_ids import ProducerIds
+from gregor.broker.prometheus import serve as serve_prometheus
 from gregor.broker.quotas import ClientQuotas
 from gregor.broker.replica_manager import ReplicaManager
 from gregor.broker.replicated_topic import ReplicatedTopic
@@ -121,6 +122,7 @@ class Broker:
         self.socket_server = SocketServer(config, self.metrics, self.services)
         self._controller: Controller | None = None
         self.config_listener = ConfigChangeListener(self.zk, self._config_changed)
+        self._install_gauges()
         self._stop = trio.Event()
         self.started = trio.Event()
 
@@ -231,6 +233,9 @@ class Broker:
                 await nursery.start(self._controller.run)
                 for entity, dynamic in self.local_logs.dynamic_broker_configs.items():
                     self._controller.config_changed(znodes.CONFIG_BROKERS, entity, dynamic)
+                if config.metrics_prometheus_listener is not None:
+                    host, port = config.metrics_prometheus_listener
+                    await nursery.start(serve_prometheus, host, port, self.metrics, self.quotas)
                 if config.metrics_log_interval_ms > 0:
                     nursery.start_soon(
                         self.metrics.log_periodically, config.metrics_log_interval_ms / 1000
@@ -248,6 +253,40 @@ class Broker:
         finally:
             await self.zk.close()
             log.info("broker %d stopped", self.broker_id)
+
+    def _install_gauges(self) -> None:
+        """The gauges of the controller and the coordinators, read when scraped."""
+
+        def offline_partitions() -> int:
+            controller = self._controller
+            if controller is None or not controller.is_active:
+                return 0
+            return len(controller.context.partitions_with_offline_leader())
+
+        def transactional_ids() -> int:
+            owned = self.transaction_coordinator.manager.owned.values()
+            return sum(len(p.transactions) for p in owned)
+
+        self.metrics.gauges.update(
+            {
+                "kafka_controller_kafkacontroller_activecontrollercount": (
+                    "1 on the active controller",
+                    lambda: int(self._controller is not None and self._controller.is_active),
+                ),
+                "kafka_controller_kafkacontroller_offlinepartitionscount": (
+                    "Partitions without a live leader (on the active controller)",
+                    offline_partitions,
+                ),
+                "kafka_coordinator_group_groupmetadatamanager_numgroups": (
+                    "Consumer groups this broker coordinates",
+                    lambda: len(self.group_coordinator.manager.groups),
+                ),
+                "kafka_coordinator_transaction_transactionstatemanager_numtransactionalids": (
+                    "Transactional ids this broker coordinates (Gregor's)",
+                    transactional_ids,
+                ),
+            }
+        )
 
     async def _shutdown_gracefully(self) -> None:
         log.info("broker %d shutting down", self.broker_id)
