@@ -35,6 +35,7 @@ from gregor.client.security import ClientSecurity
 from gregor.storage.config import MANAGER_SETTINGS, SYNONYM_SETTINGS, LogConfig, LogManagerConfig
 from gregor.storage.settings import (
     INT_MAX,
+    LONG_MAX,
     ConfigType,
     Parser,
     Setting,
@@ -509,6 +510,19 @@ class BrokerConfig:
         integer(1),
         "the controller's request timeout to brokers",
     )
+    # replication throttles (gregor.broker.replication_quotas), dynamic per broker
+    leader_replication_throttled_rate: int = setting(
+        "leader.replication.throttled.rate",
+        LONG_MAX,
+        long(1),
+        "bytes/s a leader sends in all to the out-of-sync followers of its throttled replicas",
+    )
+    follower_replication_throttled_rate: int = setting(
+        "follower.replication.throttled.rate",
+        LONG_MAX,
+        long(1),
+        "bytes/s a follower fetches in all for its throttled replicas out of the ISR",
+    )
     # client quotas (gregor.broker.quotas)
     quota_window_num: int = setting(
         "quota.window.num",
@@ -632,8 +646,12 @@ DESCRIBED: Final[dict[str, Setting]] = {
     **{key: declaration for key, (_, declaration) in _BROKER.items()},
     **{key: s for key, s in MANAGER_SETTINGS.items() if key not in _BROKER},
 }
-# Broker settings that can change at run time: the broker-wide defaults of topic settings.
-DYNAMIC_BROKER_CONFIGS: Final = frozenset(SYNONYM_SETTINGS)
+# Broker settings that can change at run time: the broker-wide defaults of topic settings,
+# and the replication throttles.
+REPLICATION_THROTTLES: Final = frozenset(
+    {"leader.replication.throttled.rate", "follower.replication.throttled.rate"}
+)
+DYNAMIC_BROKER_CONFIGS: Final = frozenset(SYNONYM_SETTINGS) | REPLICATION_THROTTLES
 # Every server setting a broker reads, and those it accepts without effect.
 SERVER_SETTINGS: Final[dict[str, Setting]] = {
     **DESCRIBED,

@@ -27,6 +27,7 @@ import trio
 
 from gregor.broker.config import BrokerConfig
 from gregor.broker.partition import Partition
+from gregor.broker.replication_quotas import ReplicationQuotas
 from gregor.client.connection import BrokerConnection, ConnectionConfig
 from gregor.protocol.apis.fetch import FetchPartition as FetchPartitionRequest
 from gregor.protocol.apis.fetch import FetchRequest, FetchResponse, FetchTopic, PartitionData
@@ -66,6 +67,9 @@ class PartitionFetchState:
     delayed_until: float = 0.0  # trio.current_time() before which the partition rests
 
 
+THROTTLED_RETRY_S = 0.1
+
+
 def fetcher_id(topic: str, partition: int, fetchers: int) -> int:
     return (zlib.crc32(topic.encode()) * 31 + partition) % fetchers
 
@@ -80,6 +84,8 @@ class FetcherHost(Protocol):
     def broker_id(self) -> int: ...
     def leader_endpoint(self, leader_id: int) -> tuple[str, int] | None: ...
     def partition(self, topic: str, partition: int) -> Partition | None: ...
+    @property
+    def replication_quotas(self) -> ReplicationQuotas: ...
 
 
 class FetcherManager:
@@ -333,13 +339,22 @@ class ReplicaFetcher:
         self, connection: BrokerConnection, states: dict[Key, PartitionFetchState]
     ) -> None:
         config = self.manager.config
+        quota = self.manager.replication_quotas.follower
         by_topic: dict[str, list[FetchPartitionRequest]] = {}
         sent: dict[Key, tuple[PartitionFetchState, int]] = {}
+        throttled: set[Key] = set()
+        held_back = False
         for key, state in states.items():
             partition = self._current(key, state)
             if partition is None:
                 continue
             assert partition.log is not None
+            if quota.is_throttled(*key) and self.manager.broker_id not in partition.isr:
+                # A replica catching up under follower.replication.throttled.rate.
+                if quota.exceeded():
+                    held_back = True
+                    continue
+                throttled.add(key)
             sent[key] = (state, state.fetch_offset)
             by_topic.setdefault(key[0], []).append(
                 FetchPartitionRequest(
@@ -351,6 +366,8 @@ class ReplicaFetcher:
                 )
             )
         if not sent:
+            if held_back:
+                await trio.sleep(quota.throttle_s())
             return
         request = FetchRequest(
             replica_id=self.manager.broker_id,
@@ -376,6 +393,8 @@ class ReplicaFetcher:
                 if entry is None:
                     continue
                 state, offset = entry
+                if key in throttled and data.records is not None:
+                    quota.record(len(data.records))
                 partition = self._current(key, state)
                 if partition is None or state.fetch_offset != offset:
                     continue  # removed, re-added or moved meanwhile
@@ -405,6 +424,15 @@ class ReplicaFetcher:
         if isinstance(records, bytes | bytearray | memoryview) and len(records):
             local.append_as_follower(records)
             state.fetch_offset = local.log_end_offset
+        elif (
+            data.high_watermark > state.fetch_offset
+            and self.manager.replication_quotas.leader_throttled(key[0])
+            and self.states.get(key) is state
+        ):
+            # Behind the high watermark and sent nothing, on a topic with a leader-side
+            # replication throttle: the leader holds this replica back; ask again shortly
+            # rather than at once.
+            state.delayed_until = trio.current_time() + THROTTLED_RETRY_S
         local.update_high_watermark(min(data.high_watermark, local.log_end_offset))
         leader_start = min(data.log_start_offset, local.high_watermark)
         if leader_start > local.log_start_offset:

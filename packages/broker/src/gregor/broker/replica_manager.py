@@ -34,6 +34,7 @@ from gregor.broker.metadata_cache import MetadataCache
 from gregor.broker.metrics import Metrics
 from gregor.broker.partition import Partition, ReadResult, now_ms
 from gregor.broker.purgatory import Purgatory
+from gregor.broker.replication_quotas import ReplicationQuotas
 from gregor.broker.topic_names import INTERNAL_TOPICS
 from gregor.broker.zk import LeaderAndIsr, TopicPartition
 from gregor.protocol.apis.leader_and_isr import (
@@ -169,6 +170,8 @@ class ReplicaManager:
         self.metrics = metrics
         self.logs = logs
         self.isr_store = isr_store
+        # The replication throttles (the broker installs its own, fed by dynamic configs).
+        self.replication_quotas = ReplicationQuotas(config.broker_id)
         self.partitions: dict[Key, Partition] = {}
         self.controller_epoch = -1
         self.produce_purgatory = Purgatory("produce")

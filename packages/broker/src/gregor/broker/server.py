@@ -57,6 +57,7 @@ from gregor.broker.prometheus import serve as serve_prometheus
 from gregor.broker.quotas import ClientQuotas
 from gregor.broker.replica_manager import ReplicaManager
 from gregor.broker.replicated_topic import ReplicatedTopic
+from gregor.broker.replication_quotas import ReplicationQuotas
 from gregor.broker.services import Services
 from gregor.broker.topic_creation import TopicCreator
 from gregor.broker.topic_names import CONSUMER_OFFSETS, TRANSACTION_STATE
@@ -81,6 +82,9 @@ class Broker:
         self.controller_settings = ControllerSettings.from_config(config)
         self.metrics = Metrics()
         self.quotas = ClientQuotas(config.quota_window_num, config.quota_window_size_seconds)
+        self.replication_quotas = ReplicationQuotas(
+            config.broker_id, config.quota_window_num * config.quota_window_size_seconds
+        )
         self.metadata_cache = MetadataCache(config.broker_id)
         self.zk = KafkaZkClient(
             config.zookeeper_connect,
@@ -91,6 +95,7 @@ class Broker:
         self.replica_manager = ReplicaManager(
             config, self.metadata_cache, self.metrics, self.local_logs, self.zk
         )
+        self.replica_manager.replication_quotas = self.replication_quotas
         self.group_coordinator = self._group_coordinator()
         self.producer_ids = ProducerIds(config.broker_id, self.zk.allocate_producer_id_block)
         self.marker_transport = InterBrokerMarkerTransport(
@@ -115,6 +120,7 @@ class Broker:
             topic_creator=self.topic_creator,
             producer_ids=self.producer_ids,
             quotas=self.quotas,
+            replication_quotas=self.replication_quotas,
             controller=lambda: self.controller,
             cluster_id=lambda: self.cluster_id,
             broker_epoch=lambda: self.broker_epoch,
@@ -187,6 +193,10 @@ class Broker:
         (unclean leader election), and the client quotas (users and client ids)."""
         self.local_logs.config_changed(entity_type, name, config)
         self.quotas.config_changed(entity_type, name, config)
+        if entity_type == znodes.CONFIG_TOPICS:
+            self.replication_quotas.topic_config_changed(name, config)
+        elif entity_type == znodes.CONFIG_BROKERS:
+            self.replication_quotas.broker_config_changed(name, config)
         if self._controller is not None:
             self._controller.config_changed(entity_type, name, config)
 

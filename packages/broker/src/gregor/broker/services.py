@@ -25,6 +25,7 @@ from gregor.broker.metrics import Metrics
 from gregor.broker.producer_ids import ProducerIds
 from gregor.broker.quotas import ClientQuotas
 from gregor.broker.replica_manager import ReplicaManager
+from gregor.broker.replication_quotas import ReplicationQuotas
 from gregor.broker.topic_creation import TopicCreator
 from gregor.broker.txn_verification import TxnVerifier
 from gregor.broker.zk import KafkaZkClient, ReplicaAssignment, TopicPartition
@@ -65,6 +66,7 @@ class Services:
     transaction_coordinator: TransactionCoordinator
     txn_verifier: TxnVerifier
     quotas: ClientQuotas
+    replication_quotas: ReplicationQuotas
     _controller: Callable[[], ControllerAdmin]
     _cluster_id: Callable[[], str]
     _broker_epoch: Callable[[], int]

@@ -61,12 +61,14 @@ PASSTHROUGH_SETTINGS: Final = {
         accepted(
             "leader.replication.throttled.replicas",
             ConfigType.LIST,
-            "replicas whose leader-side replication is throttled (kept, no throttling yet)",
+            "partition:broker pairs (or *) whose replication to out-of-sync followers is held"
+            " to the leader's leader.replication.throttled.rate",
         ),
         accepted(
             "follower.replication.throttled.replicas",
             ConfigType.LIST,
-            "replicas whose follower-side replication is throttled (kept, no throttling yet)",
+            "partition:broker pairs (or *) a follower out of the ISR fetches at no more than"
+            " its follower.replication.throttled.rate",
         ),
         accepted(
             "message.downconversion.enable",

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, TypeVar
 import attrs
 
 from gregor.broker.apis import RequestContext, handles
-from gregor.broker.config import DYNAMIC_BROKER_CONFIGS, SERVER_SETTINGS
+from gregor.broker.config import DYNAMIC_BROKER_CONFIGS, REPLICATION_THROTTLES, SERVER_SETTINGS
 from gregor.broker.topic_names import validate_topic_name
 from gregor.broker.zk import znodes
 from gregor.protocol.apis import ApiKey
@@ -296,6 +296,8 @@ async def _alter_broker(
         )
     try:
         LogConfig.from_server_properties({**services.config.properties, **config})
+        for key in REPLICATION_THROTTLES & set(config):
+            SERVER_SETTINGS[key].parser(key, config[key])
     except InvalidConfigError as exc:
         raise config_error(BROKER, entity, exc) from exc
     if not validate_only:

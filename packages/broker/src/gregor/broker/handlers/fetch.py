@@ -68,10 +68,10 @@ async def fetch(ctx: RequestContext, request: FetchRequest, version: int) -> Fet
         # A long poll: the connection's next requests are handled meanwhile.
         async def waited() -> FetchResponse:
             later = await manager.fetch_later(params, wanted)
-            return _response(ctx, wanted, later, version, from_follower)
+            return _response(ctx, wanted, later, version, request.replica_id)
 
         return Later(waited)
-    return _response(ctx, wanted, results, version, from_follower)
+    return _response(ctx, wanted, results, version, request.replica_id)
 
 
 def _response(
@@ -79,15 +79,18 @@ def _response(
     wanted: list[FetchPartition],
     results: list[FetchResult],
     version: int,
-    from_follower: bool,
+    replica_id: int,
 ) -> FetchResponse:
+    from_follower = replica_id >= 0
     response = FetchResponse(session_id=0)
     topics: dict[str, FetchableTopicResponse] = {}
     metrics = ctx.services.metrics
     for asked, result in zip(wanted, results, strict=True):
         data = _partition_data(ctx, asked, result, version, from_follower)
         records = data.records
-        if records is not None and not from_follower:
+        if from_follower:
+            _throttle_replication(ctx, asked, data, replica_id)
+        elif records is not None:
             metrics.sent(asked.topic, len(records))
         entry = topics.get(asked.topic)
         if entry is None:
@@ -95,6 +98,23 @@ def _response(
             response.responses.append(entry)
         entry.partitions.append(data)
     return response
+
+
+def _throttle_replication(
+    ctx: RequestContext, asked: FetchPartition, data: PartitionData, follower: int
+) -> None:
+    """leader.replication.throttled.rate: a throttled replica's follower out of the ISR gets
+    no records while the throttled bytes are over the rate (gregor.broker.replication_quotas)."""
+    quota = ctx.services.replication_quotas.leader
+    if data.records is None or not quota.is_throttled(asked.topic, asked.partition):
+        return
+    partition = ctx.services.replica_manager.partition(asked.topic, asked.partition)
+    if partition is None or follower in partition.isr:
+        return
+    if quota.exceeded():
+        data.records = None
+    else:
+        quota.record(len(data.records))
 
 
 def _partition_data(
