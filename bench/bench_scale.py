@@ -122,17 +122,28 @@ def leaders_everywhere(broker: Any, topics: list[str]) -> bool:
     )
 
 
-def restart_seconds(broker: Any, topics: list[str], kill: bool) -> float:
+def restart_seconds(broker: Any, topics: list[str], kill: bool) -> tuple[float, int]:
+    """Seconds until every partition has a leader again, and how many times the broker had
+    to be started: as a supervisor does, it is started again whenever it exits. A broker
+    started within zookeeper.session.timeout.ms of a SIGKILL exits (its old session still
+    holds /brokers/ids/N, as in Kafka) until that session expires."""
     from gregor.devcluster import wait_until
 
     if kill:
         broker.kill()
     else:
         broker.stop(120)
-    started = time.monotonic()
-    broker.launch()
-    wait_until(lambda: leaders_everywhere(broker, topics), 600, "every partition's leader", 0.2)
-    return time.monotonic() - started
+    started, starts = time.monotonic(), 0
+
+    def back() -> bool:
+        nonlocal starts
+        if not broker.is_running():
+            broker.launch()
+            starts += 1
+        return leaders_everywhere(broker, topics)
+
+    wait_until(back, 600, "every partition's leader", 0.2)
+    return time.monotonic() - started, starts
 
 
 def verdict(ok: bool, goal: str) -> str:
@@ -191,18 +202,26 @@ def run_size(partitions: int, processes: int, records: int) -> None:
             print(f"  empty: {footprint(broker.pid)}")
             started = time.monotonic()
             topics = [f"scale-{i}" for i in range(max(1, partitions // TOPIC_SIZE))]
-            for topic in topics:
-                create_topic(cluster, topic, min(partitions, TOPIC_SIZE), 1)
+            for n, topic in enumerate(topics):
+                try:
+                    create_topic(cluster, topic, min(partitions, TOPIC_SIZE), 1)
+                except (OSError, RuntimeError, TimeoutError) as exc:
+                    errors = [
+                        line for line in broker.log_tail(20_000).splitlines() if "ERROR" in line
+                    ]
+                    print(f"  BROKE after {n * TOPIC_SIZE:,} partitions: {exc}")
+                    print(f"  {errors[-1] if errors else broker.log_tail(500)}", flush=True)
+                    return
             print(f"  created in {time.monotonic() - started:.1f} s")
             create_topic(cluster, "ten", 10, 1)
             loaded(broker, partitions, topics, processes, records)
             every = [*topics, "ten"]
-            restart = restart_seconds(broker, every, kill=False)
+            restart, _ = restart_seconds(broker, every, kill=False)
             print(f"  clean restart: every partition led again after {restart:.1f} s")
-            recovery = restart_seconds(broker, every, kill=True)
+            recovery, starts = restart_seconds(broker, every, kill=True)
             ok = verdict(recovery <= GOAL_RECOVERY_S, f"<= {GOAL_RECOVERY_S:g} s")
             print(
-                f"  SIGKILL: every partition led again after {recovery:.1f} s"
+                f"  SIGKILL: every partition led again after {recovery:.1f} s, {starts} starts"
                 + (ok if partitions >= 10_000 else ""),
                 flush=True,
             )
