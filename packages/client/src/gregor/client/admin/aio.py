@@ -32,6 +32,7 @@ class AsyncAdminClient(AsyncClient):
     describe_groups = awaiting(AdminCore.describe_groups)
     delete_groups = awaiting(AdminCore.delete_groups)
     list_group_offsets = awaiting(AdminCore.list_group_offsets)
+    alter_group_offsets = awaiting(AdminCore.alter_group_offsets)
     describe_cluster = awaiting(AdminCore.describe_cluster)
     elect_leaders = awaiting(AdminCore.elect_leaders)
     alter_partition_reassignments = awaiting(AdminCore.alter_partition_reassignments)

@@ -39,11 +39,17 @@ from gregor.client.admin.types import (
     TopicDescription,
 )
 from gregor.client.config import AdminConfig
-from gregor.client.consumer.group_membership import fetch_committed
+from gregor.client.consumer.group_membership import commit_topics, fetch_committed
 from gregor.client.coordinator_lookup import CoordinatorType, find_coordinator
 from gregor.client.network import BOOTSTRAP, NetworkClient
 from gregor.client.offsets import EARLIEST, LATEST, list_offsets
-from gregor.client.types import OffsetAndTimestamp, TopicPartition, partitions_by_topic
+from gregor.client.types import (
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+    TopicPartition,
+    as_offsets,
+    partitions_by_topic,
+)
 from gregor.protocol.apis.alter_client_quotas import (
     AlterClientQuotasRequest,
     AlterClientQuotasResponse,
@@ -109,6 +115,7 @@ from gregor.protocol.apis.list_partition_reassignments import (
     ListPartitionReassignmentsResponse,
     ListPartitionReassignmentsTopics,
 )
+from gregor.protocol.apis.offset_commit import OffsetCommitRequest, OffsetCommitResponse
 from gregor.protocol.consumer_protocol import PROTOCOL_TYPE, decode_assignment
 from gregor.protocol.errors import (
     DecodeError,
@@ -578,6 +585,40 @@ class AdminCore:
             tp: GroupOffset(meta, end.offset if (end := ends.get(tp)) is not None else -1)
             for tp, meta in sorted(committed.items())
         }
+
+    async def alter_group_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+        timeout: float | None = None,
+    ) -> None:
+        """Commit these offsets for a group that has no active members (as Kafka's
+        alterConsumerGroupOffsets: an OffsetCommit outside any generation, which the
+        coordinator refuses with UNKNOWN_MEMBER_ID while the group has members)."""
+        request = OffsetCommitRequest(
+            group_id=group_id,
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            topics=commit_topics(as_offsets(offsets)),
+        )
+
+        async def attempt() -> None:
+            node = await self._coordinator(group_id, timeout)
+            response = await self.client.request(node, request)
+            assert isinstance(response, OffsetCommitResponse)
+            for topic in response.topics:
+                for p in topic.partitions:
+                    if p.error_code in _COORDINATOR_RETRY:
+                        raise _Again("the coordinator moved")
+            for topic in response.topics:
+                for p in topic.partitions:
+                    _raise(
+                        p.error_code,
+                        f"committing offsets of group {group_id!r} on "
+                        f"{topic.name}-{p.partition_index}",
+                    )
+
+        await self._retrying(timeout, f"altering offsets of group {group_id!r}", attempt)
 
     # -- cluster and leadership ------------------------------------------------------------
 

@@ -44,6 +44,7 @@ class AdminClient:
     describe_groups = blocking(AdminCore.describe_groups)
     delete_groups = blocking(AdminCore.delete_groups)
     list_group_offsets = blocking(AdminCore.list_group_offsets)
+    alter_group_offsets = blocking(AdminCore.alter_group_offsets)
     describe_cluster = blocking(AdminCore.describe_cluster)
     elect_leaders = blocking(AdminCore.elect_leaders)
     alter_partition_reassignments = blocking(AdminCore.alter_partition_reassignments)

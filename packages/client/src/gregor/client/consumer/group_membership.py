@@ -473,23 +473,13 @@ class ConsumerCoordinator:
 
     async def _commit_once(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
         generation, member_id = self.generation_info
-        by_topic: dict[str, list[OffsetCommitRequestPartition]] = {}
-        for tp, meta in sorted(offsets.items()):
-            by_topic.setdefault(tp.topic, []).append(
-                OffsetCommitRequestPartition(
-                    partition_index=tp.partition,
-                    committed_offset=meta.offset,
-                    committed_leader_epoch=-1 if meta.leader_epoch is None else meta.leader_epoch,
-                    committed_metadata=meta.metadata,
-                )
-            )
         response = await self._request(
             OffsetCommitRequest(
                 group_id=self.group_id,
                 generation_id_or_member_epoch=generation,
                 member_id=member_id,
                 group_instance_id=self.instance_id,
-                topics=[OffsetCommitRequestTopic(t, ps) for t, ps in by_topic.items()],
+                topics=commit_topics(offsets),
             )
         )
         assert isinstance(response, OffsetCommitResponse)
@@ -528,6 +518,23 @@ class ConsumerCoordinator:
             self.client, self.group_id, partitions, timeout, self.coordinator, self.coordinator_gone
         )
         return {tp: found.get(tp) for tp in partitions}
+
+
+def commit_topics(
+    offsets: Mapping[TopicPartition, OffsetAndMetadata],
+) -> list[OffsetCommitRequestTopic]:
+    """OffsetCommit's topics field for these offsets."""
+    by_topic: dict[str, list[OffsetCommitRequestPartition]] = {}
+    for tp, meta in sorted(offsets.items()):
+        by_topic.setdefault(tp.topic, []).append(
+            OffsetCommitRequestPartition(
+                partition_index=tp.partition,
+                committed_offset=meta.offset,
+                committed_leader_epoch=-1 if meta.leader_epoch is None else meta.leader_epoch,
+                committed_metadata=meta.metadata,
+            )
+        )
+    return [OffsetCommitRequestTopic(t, ps) for t, ps in by_topic.items()]
 
 
 async def fetch_committed(
