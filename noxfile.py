@@ -18,7 +18,7 @@ nox.options.error_on_missing_interpreters = True
 
 ROOT = Path(__file__).parent
 # Install order follows the dependency direction: protocol <- storage, client <- broker.
-PACKAGES = ["protocol", "storage", "client", "spark", "broker", "mirror"]
+PACKAGES = ["protocol", "storage", "client", "spark", "broker", "mirror", "tools"]
 # The local-process launcher (ZooKeeper, gregor-broker processes): development infrastructure
 # for the cluster session, the tests' fixtures and the benchmarks, never a dependency of a
 # package. It needs gregor-protocol and gregor-storage installed first.
