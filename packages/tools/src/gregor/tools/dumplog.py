@@ -162,10 +162,11 @@ def _text(data: bytes | None) -> str | None:
 
 
 def _entries(data: memoryview, entry: struct.Struct) -> Iterator[tuple[int, ...]]:
-    """An index's entries, up to the zeros of a preallocated (active) index."""
+    """An index's entries, up to the zeros of a preallocated (active) index (no entry is
+    all zeros: a segment's first batch is never indexed)."""
     for i in range(len(data) // entry.size):
         fields = entry.unpack_from(data, i * entry.size)
-        if i > 0 and not any(fields):
+        if not any(fields):
             return
         yield fields
 

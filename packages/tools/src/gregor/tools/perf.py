@@ -25,7 +25,14 @@ from rich.progress import (
 
 from gregor.client import Consumer, Producer, RecordMetadata
 from gregor.protocol.errors import KafkaError
-from gregor.tools.common import Output, ToolError, add_connection, client_config, key_values
+from gregor.tools.common import (
+    Output,
+    ToolError,
+    add_connection,
+    admin,
+    client_config,
+    key_values,
+)
 
 MB = 1024 * 1024
 # At most this many latencies are kept (every n-th record beyond it), as Kafka samples them.
@@ -177,9 +184,9 @@ def run_consume(args: argparse.Namespace) -> int:
         if args.group:
             consumer.subscribe([args.topic])
         else:
-            with Producer({"bootstrap.servers": args.bootstrap_server}) as probe:
-                partitions = probe.partitions_for(args.topic)
-            consumer.assign([(args.topic, p) for p in partitions])
+            with admin(args) as client:
+                described = client.describe_topics([args.topic])[args.topic]
+            consumer.assign([(args.topic, p.partition) for p in described.partitions])
         started = time.perf_counter()
         last_record = started
         while count < args.messages:
