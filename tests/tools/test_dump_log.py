@@ -16,7 +16,7 @@ from gregor.client import Producer
 from gregor.devcluster import LocalCluster
 from gregor_testing.cluster import create_topic, unique_topic
 
-RECORDS = 300
+RECORDS = 600
 
 
 def dump(*args: str, check: bool = True) -> Any:
@@ -34,7 +34,8 @@ def test_counts_indexes_snapshots_and_txnindex(tools_cluster: LocalCluster, tmp_
         configs={"segment.bytes": "4096", "index.interval.bytes": "256"},
     )
     servers = tools_cluster.bootstrap_servers
-    with Producer({"bootstrap.servers": servers, "linger.ms": "5"}) as plain:
+    # Batches of at most 1 KiB, which a 4 KiB segment holds.
+    with Producer({"bootstrap.servers": servers, "linger.ms": "5", "batch.size": "1024"}) as plain:
         futures = [plain.produce(topic, b"plain-%04d" % i, key=b"k%d" % i) for i in range(RECORDS)]
         plain.flush(60)
     assert sorted(f.result(0).offset for f in futures) == list(range(RECORDS))
@@ -66,7 +67,9 @@ def test_counts_indexes_snapshots_and_txnindex(tools_cluster: LocalCluster, tmp_
         + [f"aborted-{i}" for i in range(5)]
         + [f"committed-{i}" for i in range(5)]
     )
-    assert [r["offset"] for r in data + control] == sorted(r["offset"] for r in data + control)
+    # Offsets run without a gap across the segments, the two markers included.
+    every = [r["offset"] for b in batches for r in b["records"]]
+    assert every == list(range(RECORDS + 12))
     assert [r["control"].split()[0] for r in control] == ["ABORT", "COMMIT"]
     assert data[0]["key"] == "k0"
     producer_ids = {b["producer_id"] for b in batches if b["is_transactional"]}
@@ -86,9 +89,13 @@ def test_counts_indexes_snapshots_and_txnindex(tools_cluster: LocalCluster, tmp_
 
     snapshots = sorted(log_dir.glob("*.snapshot"))
     assert snapshots
-    [latest] = dump("--files", str(snapshots[-1]))
-    assert latest["crc_valid"]
-    assert any(p["producer_id"] == txn_producer for p in latest["producers"])
+    # Each snapshot (taken at a roll) holds producers of the batches before its offset.
+    for found in dump("--files", ",".join(map(str, snapshots))):
+        assert found["crc_valid"]
+        at = int(Path(found["file"]).stem)
+        for p in found["producers"]:
+            mine = [b["last_offset"] for b in batches if b["producer_id"] == p["producer_id"]]
+            assert p["last_offset"] < at and p["last_offset"] in [*mine, -1]  # -1: no batch kept
 
     aborted = [
         a
