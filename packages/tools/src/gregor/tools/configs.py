@@ -7,7 +7,15 @@ import argparse
 from typing import Any
 
 from gregor.client import AdminClient
-from gregor.client.admin import ConfigEntry, ConfigResource, ConfigSource, ResourceType
+from gregor.client.admin import (
+    ClientQuotaEntity,
+    ClientQuotaFilterComponent,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    QuotaMatch,
+    ResourceType,
+)
 from gregor.tools.common import (
     Output,
     ToolError,
@@ -115,17 +123,20 @@ def describe_quotas(
     client: AdminClient, entity_type: str, name: str | None
 ) -> list[dict[str, Any]]:
     kind = QUOTA_ENTITIES[entity_type]
-    if name is None:  # every entity of the type: DescribeClientQuotas' "any" match
-        found = client.describe_client_quotas({}, strict=True, any_of=[kind])
+    if name is None:  # every entity of the type
+        component = ClientQuotaFilterComponent(kind, QuotaMatch.ANY)
+    elif name == "":  # --entity-default
+        component = ClientQuotaFilterComponent(kind, QuotaMatch.DEFAULT)
     else:
-        found = client.describe_client_quotas({kind: name or None}, strict=True)
+        component = ClientQuotaFilterComponent(kind, QuotaMatch.EXACT, name)
+    found = client.describe_client_quotas([component], strict=True)
     return [
         {
             "entity_type": entity_type,
-            "entity_name": entity.get(kind) or "",
+            "entity_name": entity.as_dict().get(kind) or "",
             "configs": {key: {"value": str(value)} for key, value in sorted(values.items())},
         }
-        for entity, values in found
+        for entity, values in sorted(found.items(), key=lambda item: str(item[0].entries))
     ]
 
 
@@ -144,7 +155,8 @@ def run_alter(args: argparse.Namespace) -> int:
             except ValueError:
                 raise ToolError(f"quota values are numbers: {sets}") from None
             quotas.update(dict.fromkeys(deletes))
-            client.alter_client_quotas({QUOTA_ENTITIES[args.entity_type]: name or None}, quotas)
+            entity = ClientQuotaEntity({QUOTA_ENTITIES[args.entity_type]: name or None})
+            client.alter_client_quotas({entity: quotas})
         else:
             resource = ConfigResource(RESOURCES[args.entity_type], name)
             if resource.type is ResourceType.TOPIC:
