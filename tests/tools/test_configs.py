@@ -1,6 +1,6 @@
 """`gregor configs` against a real cluster: topic overrides and dynamic broker configs set,
-described with their source, and deleted; quotas of users and clients where the cluster has
-them, a clear "not supported by this cluster" where it does not."""
+described with their source, and deleted; quotas of users and of the default client id set,
+listed and removed."""
 
 from __future__ import annotations
 
@@ -66,16 +66,25 @@ def test_topic_and_broker_configs(tools_cluster: LocalCluster) -> None:
     )  # fmt: skip
 
 
-def test_quotas_or_a_clear_refusal(tools_cluster: LocalCluster) -> None:
+def test_user_and_client_quotas(tools_cluster: LocalCluster) -> None:
     user = ("--entity-type", "users", "--entity-name", "alice")
-    done = gregor(
-        "configs", "alter", *user, "--add-config", "producer_byte_rate=1048576",
-        "--bootstrap-server", tools_cluster.bootstrap_servers, "--json", check=False,
-    )  # fmt: skip
-    if done.returncode != 0:  # a cluster without client quotas
-        assert done.stderr.startswith("gregor: error: not supported by this cluster")
-        assert done.stderr.count("\n") == 1
-        return
+    on(tools_cluster, "configs", "alter", *user, "--add-config", "producer_byte_rate=1048576")
     assert described(tools_cluster, *user) == {"producer_byte_rate": {"value": "1048576.0"}}
+    client = ("--entity-type", "clients", "--entity-default")
+    on(tools_cluster, "configs", "alter", *client, "--add-config", "request_percentage=25")
+    [default] = on(tools_cluster, "configs", "describe", *client)
+    assert default == {
+        "entity_type": "clients",
+        "entity_name": "",
+        "configs": {"request_percentage": {"value": "25.0"}},
+    }
+    listed = on(tools_cluster, "configs", "describe", "--entity-type", "users")
+    assert [(u["entity_name"], u["configs"]) for u in listed] == [
+        ("alice", {"producer_byte_rate": {"value": "1048576.0"}})
+    ]
     on(tools_cluster, "configs", "alter", *user, "--delete-config", "producer_byte_rate")
+    on(tools_cluster, "configs", "alter", *client, "--delete-config", "request_percentage")
     assert on(tools_cluster, "configs", "describe", *user) == []
+    assert "quota values are numbers" in fails(
+        tools_cluster, "configs", "alter", *user, "--add-config", "producer_byte_rate=fast"
+    )

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tools.helpers import fails, gregor, on, produce
+from tools.helpers import fails, on, produce
 
 from gregor.devcluster import LocalCluster
 from gregor_testing.cluster import create_topic, partitions_of, unique_topic, wait_for
@@ -17,6 +17,14 @@ from gregor_testing.cluster import create_topic, partitions_of, unique_topic, wa
 def write(path: Path, document: Any) -> str:
     path.write_text(json.dumps(document))
     return str(path)
+
+
+def described_broker(cluster: LocalCluster, broker: str) -> dict[str, Any]:
+    [found] = on(
+        cluster, "configs", "describe", "--entity-type", "brokers", "--entity-name", broker
+    )
+    configs: dict[str, Any] = found["configs"]
+    return configs
 
 
 def test_delete_records(tools_cluster: LocalCluster, tmp_path: Path) -> None:
@@ -70,18 +78,21 @@ def test_preferred_election_after_a_reassignment(
         1: [0, 2],
     }
     plan = write(tmp_path / "plan.json", proposed)
-    execute = ("reassign", "execute", "--reassignment-json-file", plan)
-    throttled = gregor(
-        *execute, "--throttle", "50000000", "--bootstrap-server", tools_cluster.bootstrap_servers,
-        "--json", check=False,
+    started = on(
+        tools_cluster, "reassign", "execute", "--reassignment-json-file", plan,
+        "--throttle", "50000000",
     )  # fmt: skip
-    if throttled.returncode == 0:
-        started = json.loads(throttled.stdout)
-    else:  # brokers without replication throttles refuse it, before anything moves
-        assert throttled.stderr.startswith("gregor: error: --throttle is not supported by this")
-        assert partitions_of(tools_cluster, topic)[0].replica_nodes == [0, 1]
-        started = on(tools_cluster, *execute)
     assert started["rollback"] == generated["current"]
+    # Kafka's throttle: the moving partitions' current replicas lead-throttled, the new ones
+    # follow-throttled, the rate on every broker involved (until verify removes them).
+    [moving] = on(tools_cluster, "topics", "describe", "--topic", topic)
+    assert moving["configs"] == {
+        "follower.replication.throttled.replicas": "0:2,1:0",
+        "leader.replication.throttled.replicas": "0:0,0:1,1:1,1:2",
+    }
+    rates = described_broker(tools_cluster, "2")
+    assert rates["leader.replication.throttled.rate"]["value"] == "50000000"
+    assert rates["follower.replication.throttled.rate"]["value"] == "50000000"
 
     def verified() -> bool:
         return bool(
@@ -93,10 +104,7 @@ def test_preferred_election_after_a_reassignment(
     assert {p["partition"]: p["replicas"] for p in found["partitions"]} == {0: [2, 0], 1: [0, 2]}
     # verify removed the throttles it set.
     assert found["configs"] == {}
-    [broker] = on(
-        tools_cluster, "configs", "describe", "--entity-type", "brokers", "--entity-name", "2"
-    )
-    assert not any("throttled" in name for name in broker["configs"])
+    assert not any("throttled" in name for name in described_broker(tools_cluster, "2"))
     # Nothing left to cancel.
     assert on(tools_cluster, "reassign", "cancel", "--reassignment-json-file", plan) == {
         "cancelled": []
