@@ -9,6 +9,9 @@ from gregor_testing.cluster import cluster_fixture
 GROUP_PROPERTIES = {
     "group.initial.rebalance.delay.ms": "500",
     "group.min.session.timeout.ms": "1000",
+    # KIP-848 groups: members heartbeat (and so learn of changes) twice a second.
+    "group.consumer.heartbeat.interval.ms": "500",
+    "group.consumer.session.timeout.ms": "6000",
 }
 
 

@@ -23,7 +23,7 @@ from gregor.protocol.framing import (
     response_header_version,
 )
 
-# The APIs issue 2 asks for, at least these versions each.
+# The APIs issues 2 and 19 ask for, at least these versions each.
 REQUIRED = {
     "Produce": 11, "Fetch": 16, "ListOffsets": 8, "Metadata": 12, "LeaderAndIsr": 7,
     "StopReplica": 4, "UpdateMetadata": 8, "ControlledShutdown": 3, "OffsetCommit": 9,
@@ -39,6 +39,8 @@ REQUIRED = {
     "DescribeClientQuotas": 1, "AlterClientQuotas": 1, "DescribeUserScramCredentials": 0,
     "AlterUserScramCredentials": 0, "DescribeCluster": 1, "DescribeProducers": 0,
     "DescribeTransactions": 0, "ListTransactions": 0,
+    # issue 19 (KIP-848)
+    "ConsumerGroupHeartbeat": 1, "ConsumerGroupDescribe": 0,
 }  # fmt: skip
 
 

@@ -57,6 +57,17 @@ log = logging.getLogger(__name__)
 SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
+SERVER_ASSIGNORS = ("uniform", "range")
+
+
+def _server_assignors(key: str, value: object) -> tuple[str, ...]:
+    items = value.split(",") if isinstance(value, str) else list(value)  # type: ignore[call-overload]
+    names = [str(n).strip() for n in items if str(n).strip()]
+    if not names or any(n not in SERVER_ASSIGNORS for n in names):
+        raise config_error(key, value, f"must list some of {', '.join(SERVER_ASSIGNORS)}")
+    return tuple(dict.fromkeys(names))
+
+
 @attrs.frozen(slots=True)
 class Endpoint:
     """One listener: `NAME://host:port`; an empty host binds every interface."""
@@ -386,6 +397,28 @@ class BrokerConfig:
     )
     group_max_size: int = setting(
         "group.max.size", INT_MAX, integer(1), "the most members a group may have"
+    )
+    # KIP-848 consumer groups
+    group_consumer_session_timeout_ms: int = setting(
+        "group.consumer.session.timeout.ms",
+        45000,
+        integer(1),
+        "a consumer-protocol member that sends no heartbeat this long is removed",
+    )
+    group_consumer_heartbeat_interval_ms: int = setting(
+        "group.consumer.heartbeat.interval.ms",
+        5000,
+        integer(1),
+        "how often a consumer-protocol member is told to heartbeat",
+    )
+    group_consumer_assignors: tuple[str, ...] = setting(
+        "group.consumer.assignors",
+        ("uniform", "range"),
+        Parser(ConfigType.LIST, _server_assignors),
+        "the server-side assignors, the first the default (uniform, range)",
+    )
+    group_consumer_max_size: int = setting(
+        "group.consumer.max.size", INT_MAX, integer(1), "the most members a consumer group may have"
     )
     # __transaction_state and the transaction coordinator
     transaction_state_log_num_partitions: int = setting(

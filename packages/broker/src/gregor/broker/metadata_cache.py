@@ -67,6 +67,8 @@ class MetadataCache:
         self.snapshot = _EMPTY
         self.controller_epoch = -1
         self._updated = trio.Event()  # set, and replaced, on each update
+        self._sizes: Mapping[str, tuple[uuid.UUID, int]] = {}
+        self._sizes_of: Snapshot | None = None
 
     # -- updates ---------------------------------------------------------------------------
 
@@ -148,6 +150,18 @@ class MetadataCache:
             if known == topic_id:
                 return name
         return None
+
+    def topic_sizes(self) -> Mapping[str, tuple[uuid.UUID, int]]:
+        """Each topic with an id: (id, partitions); computed once per snapshot."""
+        snapshot = self.snapshot
+        if self._sizes_of is not snapshot:
+            self._sizes = {
+                name: (snapshot.topic_ids[name], len(parts))
+                for name, parts in snapshot.partitions.items()
+                if snapshot.topic_ids.get(name, ZERO_UUID) != ZERO_UUID
+            }
+            self._sizes_of = snapshot
+        return self._sizes
 
     def partition(self, topic: str, partition: int) -> PartitionState | None:
         parts = self.snapshot.partitions.get(topic)

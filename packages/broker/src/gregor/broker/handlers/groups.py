@@ -325,7 +325,14 @@ async def offset_fetch(
             if group.topics is None
             else [(t.name, p) for t in group.topics for p in t.partition_indexes]
         )
-        error, found = coordinator.offsets.fetch(group.group_id, request.require_stable, partitions)
+        member = (
+            None
+            if group.member_epoch < 0 and not group.member_id
+            else (group.member_id or "", group.member_epoch)
+        )
+        error, found = coordinator.offsets.fetch(
+            group.group_id, request.require_stable, partitions, member
+        )
         groups.append(
             OffsetFetchResponseGroup(
                 group_id=group.group_id,

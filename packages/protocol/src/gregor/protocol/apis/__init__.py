@@ -17,6 +17,8 @@ from gregor.protocol.apis import (
     alter_replica_log_dirs,
     alter_user_scram_credentials,
     api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     controlled_shutdown,
     create_acls,
     create_partitions,
@@ -118,6 +120,8 @@ _MODULES = [
     describe_producers,
     describe_transactions,
     list_transactions,
+    consumer_group_heartbeat,
+    consumer_group_describe,
 ]
 
 

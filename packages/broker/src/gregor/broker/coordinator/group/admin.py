@@ -14,8 +14,6 @@ from gregor.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
-CLASSIC = "classic"
-
 
 class GroupAdmin:
     def __init__(self, manager: GroupMetadataManager) -> None:
@@ -32,7 +30,7 @@ class GroupAdmin:
             group = self.manager.get_group(group_id)
             if group is None or group.is_(GroupState.DEAD):
                 errors[group_id] = self.manager.missing_group(group_id)
-            elif group.is_(GroupState.EMPTY):
+            elif group.is_(GroupState.EMPTY) and not group.has_consumer_members:
                 group.transition_to(GroupState.DEAD, self.manager.now_ms())
                 doomed.append(group)
             else:
@@ -55,13 +53,12 @@ class GroupAdmin:
             ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.manager.is_loading else ErrorCode.NONE
         )
         wanted_states = {s.lower() for s in states}
-        # Every group here is a classic group: another type filter matches none.
-        if types and CLASSIC not in {t.lower() for t in types}:
-            return error, []
+        wanted_types = {t.lower() for t in types}
         groups = [
-            group.overview()
-            for group in self.manager.groups.values()
-            if not wanted_states or str(group.state).lower() in wanted_states
+            overview
+            for overview in (group.overview() for group in self.manager.groups.values())
+            if (not wanted_states or overview.state.lower() in wanted_states)
+            and (not wanted_types or overview.group_type in wanted_types)
         ]
         return error, groups
 

@@ -31,3 +31,15 @@ def member_error(
             return ErrorCode.FENCED_INSTANCE_ID
         return None
     return None if group.has(member_id) else ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def consumer_member_error(group: GroupMetadata, member_id: str, member_epoch: int) -> int | None:
+    """A commit or fetch of offsets in a consumer-protocol group: from a current member at
+    its current epoch, or (epoch -1, no member id) from outside while it has no members."""
+    members = group.consumer.members if group.consumer is not None else {}
+    if member_epoch < 0 and not member_id:
+        return ErrorCode.UNKNOWN_MEMBER_ID if members else None
+    member = members.get(member_id)
+    if member is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    return None if member_epoch == member.member_epoch else ErrorCode.STALE_MEMBER_EPOCH

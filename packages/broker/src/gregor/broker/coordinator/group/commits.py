@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from gregor.broker.coordinator.group.checks import member_error
+from gregor.broker.coordinator.group.checks import consumer_member_error, member_error
 from gregor.broker.coordinator.group.group import GroupMetadata, TopicPartition
 from gregor.broker.coordinator.group.manager import GroupMetadataManager
 from gregor.broker.coordinator.group.member import MemberMetadata
@@ -106,6 +106,12 @@ class OffsetCommits:
             )
         if group.is_(GroupState.DEAD):
             error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        elif group.consumer is not None:
+            if member_id != UNKNOWN_MEMBER_ID or generation_id >= 0:
+                error = consumer_member_error(group, member_id, generation_id)
+            if error == ErrorCode.STALE_MEMBER_EPOCH:
+                error = ErrorCode.ILLEGAL_GENERATION  # Kafka's answer in a transaction
+            generation_id = -1  # checked against the member's epoch
         elif member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
             error = member_error(group, member_id, group_instance_id, "txn-offset-commit")
         if error is None and generation_id >= 0 and generation_id != group.generation_id:
@@ -124,6 +130,8 @@ class OffsetCommits:
     ) -> int | None:
         if group.is_(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if group.consumer is not None:
+            return consumer_member_error(group, member_id, generation_id)
         if generation_id < 0 and group.is_(GroupState.EMPTY):
             return None  # an admin client or a consumer without group management
         if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
@@ -142,10 +150,18 @@ class OffsetCommits:
         group_id: str,
         require_stable: bool,
         partitions: Iterable[TopicPartition] | None = None,
+        member: tuple[str, int] | None = None,
     ) -> tuple[int, dict[TopicPartition, FetchedOffset]]:
+        """`member`: (member id, epoch) of a consumer-protocol member asking (OffsetFetch
+        v9+), which must be current."""
         error = self.manager.group_status(group_id, ApiKey.OFFSET_FETCH)
         if error is not None:
             return error, {}
+        group = self.manager.get_group(group_id)
+        if member is not None and group is not None and group.consumer is not None:
+            error = consumer_member_error(group, *member)
+            if error is not None:
+                return error, {}
         # Whatever the group's state: a group may use Kafka only to store offsets.
         return ErrorCode.NONE, self.manager.get_offsets(group_id, require_stable, partitions)
 

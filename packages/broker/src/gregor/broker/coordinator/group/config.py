@@ -20,6 +20,11 @@ class GroupConfig:
     offset_commit_timeout_ms: int = 5000
     offset_metadata_max_bytes: int = 4096
     load_buffer_size: int = 5 * 1024 * 1024
+    # KIP-848 consumer groups
+    consumer_session_timeout_ms: int = 45000
+    consumer_heartbeat_interval_ms: int = 5000
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    consumer_max_size: int = 2**31 - 1
 
     @classmethod
     def from_broker(cls, config: BrokerConfig) -> GroupConfig:
@@ -34,4 +39,8 @@ class GroupConfig:
             offset_commit_timeout_ms=config.offsets_commit_timeout_ms,
             offset_metadata_max_bytes=config.offset_metadata_max_bytes,
             load_buffer_size=config.offsets_load_buffer_size,
+            consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
+            consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+            consumer_assignors=config.group_consumer_assignors,
+            consumer_max_size=config.group_consumer_max_size,
         )

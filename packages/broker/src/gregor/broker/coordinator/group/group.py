@@ -23,6 +23,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping
 
+from gregor.broker.coordinator.group.consumer_group import ConsumerGroup
 from gregor.broker.coordinator.group.member import MemberMetadata, Protocols
 from gregor.broker.coordinator.group.offsets import CommittedOffset, OffsetAndMetadata
 from gregor.broker.coordinator.group.results import (
@@ -75,6 +76,8 @@ class GroupMetadata:
         self.initial_delay_remaining_ms = 0
         self.sync_timer: Timer | None = None
         self.sync_generation = -1
+        # A group of the KIP-848 consumer protocol (its members are there, not in `members`).
+        self.consumer: ConsumerGroup | None = None
 
     def __repr__(self) -> str:
         return (
@@ -99,6 +102,11 @@ class GroupMetadata:
     @property
     def can_rebalance(self) -> bool:
         return self.state in VALID_PREVIOUS[GroupState.PREPARING_REBALANCE]
+
+    @property
+    def has_consumer_members(self) -> bool:
+        """A KIP-848 consumer group with members."""
+        return self.consumer is not None and bool(self.consumer.members)
 
     @property
     def is_consumer_group(self) -> bool:
@@ -338,6 +346,8 @@ class GroupMetadata:
         )
 
     def overview(self) -> GroupOverview:
+        if self.consumer is not None:
+            return GroupOverview(self.group_id, PROTOCOL_TYPE, self.consumer.state, "consumer")
         return GroupOverview(self.group_id, self.protocol_type or "", str(self.state))
 
     # -- offsets -------------------------------------------------------------------------

@@ -450,7 +450,11 @@ class GroupMetadataManager:
         now = self.now_ms()
         for group in list(groups):
             removed = selector(group)
-            if group.is_(GroupState.EMPTY) and not group.has_offsets:
+            if (
+                group.is_(GroupState.EMPTY)
+                and not group.has_offsets
+                and not group.has_consumer_members
+            ):
                 log.info("group %s is dead in generation %d", group.group_id, group.generation_id)
                 group.transition_to(GroupState.DEAD, now)
             partition = self.partition_for(group.group_id)

@@ -38,6 +38,7 @@ from gregor.broker.coordinator.group.admin import GroupAdmin
 from gregor.broker.coordinator.group.checks import member_error
 from gregor.broker.coordinator.group.commits import OffsetCommits
 from gregor.broker.coordinator.group.config import GroupConfig
+from gregor.broker.coordinator.group.consumer_heartbeats import ConsumerHeartbeats
 from gregor.broker.coordinator.group.group import GroupMetadata
 from gregor.broker.coordinator.group.manager import GroupMetadataManager
 from gregor.broker.coordinator.group.member import JoinRequest
@@ -83,6 +84,7 @@ class GroupCoordinator:
         self.rebalancer = Rebalancer(config, self.manager, self.timers)
         self.offsets = OffsetCommits(self.manager, self.rebalancer.schedule_heartbeat)
         self.admin = GroupAdmin(self.manager)
+        self.consumer = ConsumerHeartbeats(config, self.manager, self.timers)
 
     def __repr__(self) -> str:
         return f"<GroupCoordinator {self.broker_id}>"
@@ -141,6 +143,11 @@ class GroupCoordinator:
         if group is None:
             reply.set(JoinResult.failed(join.member_id, ErrorCode.UNKNOWN_MEMBER_ID))
             return
+        if group.has_consumer_members:
+            # A consumer-protocol group: classic members may not join it.
+            reply.set(JoinResult.failed(join.member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+            return
+        group.consumer = None  # an empty consumer-protocol group converts
         if not self._accept_joining_member(group, join.member_id):
             group.remove(join.member_id)
             reply.set(JoinResult.failed(UNKNOWN_MEMBER_ID, ErrorCode.GROUP_MAX_SIZE_REACHED))
