@@ -596,8 +596,14 @@ class ConsumerConfig(ClientConfig):
     group_protocol: str = setting(
         "group.protocol",
         "classic",
-        read_choice("classic"),
-        "classic (the KIP-848 protocol is not built yet)",
+        read_choice("classic", "consumer"),
+        "classic (JoinGroup/SyncGroup) or consumer (KIP-848: the coordinator assigns)",
+    )
+    group_remote_assignor: str | None = setting(
+        "group.remote.assignor",
+        None,
+        read_optional_str,
+        "group.protocol=consumer: the server-side assignor to ask for (uniform, range)",
     )
     auto_offset_reset: str = setting(
         "auto.offset.reset",

@@ -31,6 +31,7 @@ import trio
 from gregor.client.assignors import RebalanceProtocol, assignor_for
 from gregor.client.config import ConsumerConfig
 from gregor.client.consumer.fetcher import FetchBuffer, Fetcher, release
+from gregor.client.consumer.group_heartbeats import ConsumerGroupMember
 from gregor.client.consumer.group_membership import ConsumerCoordinator
 from gregor.client.consumer.records import CompletedFetch, ConsumerRecord
 from gregor.client.consumer.subscription import (
@@ -93,15 +94,15 @@ class ConsumerCore:
         )
         self.buffer = FetchBuffer(self.subscriptions)
         self.fetcher = Fetcher(config, self.client, self.subscriptions, self.buffer)
-        self.coordinator = (
-            ConsumerCoordinator(
+        self.coordinator: ConsumerCoordinator | None = None
+        if config.group_id is not None and config.group_protocol == "consumer":
+            self.coordinator = ConsumerGroupMember(config, self.client)
+        elif config.group_id is not None:
+            self.coordinator = ConsumerCoordinator(
                 config,
                 self.client,
                 [assignor_for(spec) for spec in config.partition_assignment_strategy],
             )
-            if config.group_id is not None
-            else None
-        )
         self.key_deserializer = deserializer(config.key_deserializer, "key.deserializer")
         self.value_deserializer = deserializer(config.value_deserializer, "value.deserializer")
         self.max_poll_records = config.max_poll_records

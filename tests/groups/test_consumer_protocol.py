@@ -1,0 +1,251 @@
+"""KIP-848 consumer groups (`group.protocol=consumer`) with confluent-kafka (librdkafka):
+the coordinator assigns, members move to their targets through their heartbeats, and no
+partition is ever read by two members or read twice; and the errors Kafka answers a member
+that is not what it claims (ConsumerGroupHeartbeat on the wire)."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Message
+from groups.helpers import committed_offsets, find_coordinator, poll_until, produce
+
+from gregor.devcluster import LocalCluster
+from gregor.protocol.apis.consumer_group_describe import ConsumerGroupDescribeRequest
+from gregor.protocol.apis.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
+from gregor.protocol.errors import ErrorCode
+from gregor_testing.cluster import WireClient, create_topic, unique_topic
+
+PARTITIONS = 6
+
+
+@pytest.fixture
+def members(group_cluster: LocalCluster) -> Iterator[Any]:
+    """A factory of consumer-protocol members, closed at the end of the test."""
+    made: list[Consumer] = []
+
+    def make(group: str, **conf: Any) -> Consumer:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": group_cluster.bootstrap_servers,
+                "group.id": group,
+                "group.protocol": "consumer",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                **conf,
+            }
+        )
+        made.append(consumer)
+        return consumer
+
+    yield make
+    for consumer in made:
+        try:
+            consumer.close()
+        except RuntimeError:
+            pass  # closed by the test
+
+
+class Reads:
+    """Every record each member read, committed as it is read (so a partition that moves
+    is resumed by its next owner exactly after the last record its last owner read)."""
+
+    def __init__(self, active: list[Consumer]) -> None:
+        self.active = active
+        self.seen: Counter[tuple[int, int]] = Counter()
+
+    def __call__(self, index: int, message: Message) -> None:
+        self.seen[(message.partition(), message.offset())] += 1
+        self.active[index].commit(message, asynchronous=False)
+
+    def owned_disjoint(self) -> bool:
+        owned = [{tp.partition for tp in c.assignment()} for c in self.active]
+        assert sum(map(len, owned)) == len(set().union(*owned)), f"owned twice: {owned}"
+        return True
+
+    def balanced(self, sizes: list[int]) -> bool:
+        self.owned_disjoint()
+        owned = [len(c.assignment()) for c in self.active]
+        return sorted(owned) == sorted(sizes)
+
+
+def test_members_share_partitions_and_read_each_record_once(
+    group_cluster: LocalCluster, members: Any
+) -> None:
+    topic = unique_topic("kip848")
+    create_topic(group_cluster, topic, partitions=PARTITIONS, replication_factor=3)
+    group = unique_topic("g-kip848")
+    produce(group_cluster, topic, [b"a%d" % i for i in range(600)], PARTITIONS)
+    active = [members(group, **{"client.id": f"member-{i}"}) for i in range(3)]
+    for consumer in active:
+        consumer.subscribe([topic])
+    reads = Reads(active)
+    poll_until(active, lambda: reads.balanced([2, 2, 2]), 60, "2 partitions each", reads)
+
+    joiner = members(group, **{"client.id": "member-3"})
+    joiner.subscribe([topic])
+    active.append(joiner)
+    poll_until(active, lambda: reads.balanced([2, 2, 1, 1]), 60, "a 4th member's share", reads)
+
+    leaver = active.pop(0)
+    leaver.close()
+    poll_until(active, lambda: reads.balanced([2, 2, 2]), 60, "the leaver's share", reads)
+
+    produce(group_cluster, topic, [b"b%d" % i for i in range(600)], PARTITIONS)
+    poll_until(active, lambda: len(reads.seen) == 1200, 60, "every record", reads)
+    assert set(reads.seen) == {(p, o) for p in range(PARTITIONS) for o in range(200)}
+    assert max(reads.seen.values()) == 1, "a record was read twice"
+    assert committed_offsets(group_cluster, group) == {(topic, p): 200 for p in range(PARTITIONS)}
+
+    coordinator = find_coordinator(group_cluster, group)
+    with WireClient(coordinator) as conn:
+        [described] = conn.request(ConsumerGroupDescribeRequest(group_ids=[group]), 0).groups
+    assert (described.error_code, described.group_state) == (ErrorCode.NONE, "Stable")
+    assert described.assignor_name == "uniform"
+    assert sorted(m.client_id for m in described.members) == ["member-1", "member-2", "member-3"]
+    assignments = {
+        m.client_id: sorted(p for t in m.assignment.topic_partitions for p in t.partitions)
+        for m in described.members
+    }
+    assert sorted(p for ps in assignments.values() for p in ps) == list(range(PARTITIONS))
+    for m in described.members:
+        assert m.member_epoch == described.assignment_epoch
+        assert m.assignment == m.target_assignment
+        assert m.subscribed_topic_names == [topic]
+
+
+def test_heartbeat_errors(group_cluster: LocalCluster) -> None:
+    topic = unique_topic("kip848-errors")
+    create_topic(group_cluster, topic, partitions=2, replication_factor=3)
+    group = unique_topic("g-kip848-errors")
+    coordinator = find_coordinator(group_cluster, group)
+    join = ConsumerGroupHeartbeatRequest(
+        group_id=group,
+        member_id="",
+        member_epoch=0,
+        rebalance_timeout_ms=30000,
+        subscribed_topic_names=[topic],
+        topic_partitions=[],
+    )
+    with WireClient(coordinator) as conn:
+
+        def beat(version: int = 0, **changes: Any) -> Any:
+            fields = {**{f: getattr(join, f) for f in join.__slots__}, **changes}
+            return conn.request(ConsumerGroupHeartbeatRequest(**fields), version)
+
+        joined = beat()
+        assert (joined.error_code, joined.member_epoch) == (ErrorCode.NONE, 1)
+        assert joined.heartbeat_interval_ms == 500
+        [owned] = joined.assignment.topic_partitions
+        assert sorted(owned.partitions) == [0, 1]
+        member = joined.member_id
+        steady = beat(member_id=member, member_epoch=1, rebalance_timeout_ms=-1,
+                      subscribed_topic_names=None, topic_partitions=None)  # fmt: skip
+        assert (steady.error_code, steady.member_epoch, steady.assignment) == (0, 1, None)
+
+        cases = {
+            "a newer epoch": (dict(member_id=member, member_epoch=7),
+                              ErrorCode.FENCED_MEMBER_EPOCH),
+            "an unknown member": (dict(member_id="nobody", member_epoch=1),
+                                  ErrorCode.UNKNOWN_MEMBER_ID),
+            "no subscription": (dict(subscribed_topic_names=None), ErrorCode.INVALID_REQUEST),
+            "owned partitions on join": (dict(topic_partitions=owned and [owned]),
+                                         ErrorCode.INVALID_REQUEST),
+            "an unknown assignor": (dict(server_assignor="roundrobin"),
+                                    ErrorCode.UNSUPPORTED_ASSIGNOR),
+        }  # fmt: skip
+        for what, (changes, error) in cases.items():
+            answer = beat(**changes)
+            assert answer.error_code == error, what
+            assert answer.error_message, what
+        bad_regex = beat(1, subscribed_topic_names=None, subscribed_topic_regex="kip848-(")
+        assert bad_regex.error_code == ErrorCode.INVALID_REGULAR_EXPRESSION
+        assert "kip848-(" in bad_regex.error_message
+
+        left = beat(member_id=member, member_epoch=-1)
+        assert (left.error_code, left.member_epoch) == (ErrorCode.NONE, -1)
+        [described] = conn.request(ConsumerGroupDescribeRequest(group_ids=[group]), 0).groups
+        assert (described.group_state, described.members) == ("Empty", [])
+
+
+def test_gregor_client_members_beside_librdkafka(group_cluster: LocalCluster, members: Any) -> None:
+    """gregor-client speaks the consumer protocol too: two of its consumers and a
+    confluent-kafka one share a group, one gregor-client member leaves, and every record is
+    read exactly once."""
+    from gregor.client import Consumer as GregorConsumer
+
+    topic = unique_topic("kip848-mixed")
+    create_topic(group_cluster, topic, partitions=PARTITIONS, replication_factor=3)
+    group = unique_topic("g-kip848-mixed")
+    produce(group_cluster, topic, [b"m%d" % i for i in range(300)], PARTITIONS)
+    ours = [
+        GregorConsumer(
+            {
+                "bootstrap.servers": group_cluster.bootstrap_servers,
+                "group.id": group,
+                "group.protocol": "consumer",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "client.id": f"gregor-{i}",
+            }
+        )
+        for i in range(2)
+    ]
+    theirs = members(group, **{"client.id": "librdkafka"})
+    seen: Counter[tuple[int, int]] = Counter()
+    try:
+        for consumer in ours:
+            consumer.subscribe([topic])
+        theirs.subscribe([topic])
+
+        def step(active: list[Any]) -> None:
+            for consumer in active:
+                if isinstance(consumer, Consumer):
+                    message = consumer.poll(0.05)
+                    if message is not None and message.error() is None:
+                        seen[(message.partition(), message.offset())] += 1
+                        consumer.commit(message, asynchronous=False)
+                    continue
+                for record in consumer.consume(timeout=0.05):
+                    seen[(record.partition, record.offset)] += 1
+                    consumer.commit({tp_of(record): record.offset + 1})
+
+        def owned(active: list[Any]) -> list[set[int]]:
+            return [{tp.partition for tp in c.assignment()} for c in active]
+
+        active: list[Any] = [*ours, theirs]
+        wait_until_balanced(active, step, owned, [2, 2, 2])
+        leaving = ours.pop()
+        leaving.close()
+        active = [ours[0], theirs]
+        wait_until_balanced(active, step, owned, [3, 3])
+        deadline = time.monotonic() + 60
+        while len(seen) < 300:
+            assert time.monotonic() < deadline, f"read {len(seen)} of 300"
+            step(active)
+        assert set(seen) == {(p, o) for p in range(PARTITIONS) for o in range(50)}
+        assert max(seen.values()) == 1, "a record was read twice"
+    finally:
+        for consumer in ours:
+            consumer.close()
+
+
+def tp_of(record: Any) -> Any:
+    from gregor.client import TopicPartition
+
+    return TopicPartition(record.topic, record.partition)
+
+
+def wait_until_balanced(active: list[Any], step: Any, owned: Any, sizes: list[int]) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        step(active)
+        now = owned(active)
+        assert sum(map(len, now)) == len(set().union(*now)), f"owned twice: {now}"
+        if sorted(map(len, now)) == sizes:
+            return
+        assert time.monotonic() < deadline, f"not balanced as {sizes}: {now}"
