@@ -265,6 +265,15 @@ def bench_transactions(session: nox.Session) -> None:
 
 
 @nox.session
+def bench_rebalance(session: nox.Session) -> None:
+    """The time a 10-member group takes to settle after an 11th joins, and what the others
+    read meanwhile: classic eager, cooperative-sticky and KIP-848 (--members, --partitions,
+    --rate)."""
+    install(session, *PACKAGES, extra=[*LAUNCHER, "confluent-kafka>=2.4", "kazoo>=2.9"])
+    session.run("python", "bench/bench_rebalance.py", *session.posargs)
+
+
+@nox.session
 def fuzz_protocol(session: nox.Session) -> None:
     """Long fuzzing and round trips of every Kafka message (GREGOR_FUZZ_SCALE, default 50)."""
     # Every package: the root conftest loads the shared cluster fixtures.

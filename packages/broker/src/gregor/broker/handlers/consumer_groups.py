@@ -11,10 +11,9 @@ import uuid
 from collections.abc import Mapping
 
 from gregor.broker.apis import RequestContext, handles
-from gregor.broker.authorization import NOT_REQUESTED
+from gregor.broker.authorization import NOT_REQUESTED, AclOperation, operations_bitfield
 from gregor.broker.coordinator.group.consumer_group import Assignment, as_assignment
 from gregor.broker.coordinator.group.consumer_heartbeats import Heartbeat
-from gregor.broker.handlers.groups import GROUP_AUTHORIZED
 from gregor.protocol.apis import ApiKey
 from gregor.protocol.apis.consumer_group_describe import (
     Assignment as DescribedAssignment,
@@ -37,6 +36,11 @@ from gregor.protocol.apis.consumer_group_heartbeat import (
     TopicPartitions,
 )
 from gregor.protocol.errors import ErrorCode
+
+# What a principal may do to a group (everything, without an authorizer).
+GROUP_AUTHORIZED = operations_bitfield(
+    (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE)
+)
 
 
 @handles(ApiKey.CONSUMER_GROUP_HEARTBEAT, "0-1")
