@@ -155,6 +155,43 @@ def test_read_committed_leaves_out_aborted_batches_and_markers(
     assert [r[3] for r in read_all(shared_cluster, target, 1, 20)] == values
 
 
+def test_batches_join_the_transaction_of_a_transactional_producer(
+    shared_cluster: LocalCluster,
+) -> None:
+    """Fetched batches produced by a transactional gregor-client producer: those of an
+    aborted transaction are never read as committed, those of a committed one are, once,
+    and they are marked transactional on the target."""
+    source, target = unique_topic("raw-eos"), unique_topic("raw-eos-dst")
+    create_topic(shared_cluster, source, partitions=2, replication_factor=3)
+    create_topic(shared_cluster, target, partitions=2, replication_factor=3)
+    producer = Producer(settings(shared_cluster, **{"compression.type": "lz4", "linger.ms": 5}))
+    for i in range(400):
+        producer.produce(source, b"v%d" % i, partition=i % 2, timestamp=1_700_000_000_000 + i)
+    assert producer.flush(30) == 0
+    batches = trio.run(fetch_batches, shared_cluster, source, 2, 400)
+
+    async def copy_twice() -> None:
+        config = settings(shared_cluster, **{"transactional.id": unique_topic("tx")})
+        async with AsyncProducer(config) as txn:
+            await txn.init_transactions()
+            for commit in (False, True):
+                txn.begin_transaction()
+                for b in batches:
+                    await txn.produce_batch(target, b.partition, b.data)
+                if commit:
+                    await txn.commit_transaction()
+                else:
+                    await txn.flush()  # written, then aborted (abort drops what is unsent)
+                    await txn.abort_transaction()
+
+    trio.run(copy_twice)
+    values = sorted(r[3] for r in read_all(shared_cluster, source, 2, 400))
+    assert sorted(r[3] for r in read_all(shared_cluster, target, 2, 400)) == values
+    copies = trio.run(fetch_batches, shared_cluster, target, 2, 800)
+    assert all(b.header.is_transactional for b in copies)
+    assert sum(b.records_count for b in copies) == 800  # both copies, read uncommitted
+
+
 def test_what_cannot_pass_through_fails_clearly(shared_cluster: LocalCluster) -> None:
     """A control batch, a compacted batch (offset gaps), a batch over max.request.size are
     refused before sending; one over the topic's max.message.bytes fails as a whole."""

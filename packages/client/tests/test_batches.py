@@ -81,6 +81,19 @@ def test_seal_gives_the_batch_this_producers_fields_and_a_new_crc() -> None:
     assert [r.value for r in RecordBatch(header, sealed)] == [b"value-0", b"value-1", b"value-2"]
 
 
+def test_seal_marks_the_batch_of_a_transactional_producer() -> None:
+    data = encoded()  # not transactional at the source
+    batch = EncodedBatch(TP, data, check_batch(TP, data, 10**6))
+    batch.producer_id, batch.producer_epoch, batch.base_sequence = 9, 2, 0
+    batch.builder.is_transactional = True  # as the sender stamps a transactional producer's
+    sealed = batch.seal()
+    header = read_batch_header(sealed)
+    assert header.is_transactional
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (9, 2, 0)
+    verify_crc(sealed, 0, header)
+    assert sealed[61:] == data[61:]
+
+
 def test_an_encoded_batch_queues_behind_the_records_before_it() -> None:
     accumulator = Accumulator(
         batch_size=10_000,

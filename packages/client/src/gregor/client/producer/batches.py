@@ -10,8 +10,14 @@ offset its future gives.
 Before it is sent, the header is made this producer's, as Kafka's wire rules want of a
 produced batch: base offset 0, partition leader epoch -1, and the producer id, epoch and
 base sequence of this producer (-1 each unless it is idempotent), with the transactional
-bit cleared. Only when those CRC-covered fields change is the CRC-32C stamped again (one
-pass over the bytes, in C); the records are never touched, so nothing is recompressed.
+bit set exactly when this producer is transactional. Only when those CRC-covered fields
+change is the CRC-32C stamped again (one pass over the bytes, in C); the records are never
+touched, so nothing is recompressed.
+
+On a transactional producer a batch joins the open transaction as a produced record does:
+the sender adds its partition to the transaction (AddPartitionsToTxn) before sending it,
+and stamps it with the producer's id, epoch and the partition's next sequence. Produced
+outside a transaction, it fails as a record would.
 
 Refused at once, with the reason: bytes that are not exactly one v2 batch, a control
 batch, a batch whose offset deltas are not 0..count-1 (a compacted batch: Kafka refuses
@@ -31,7 +37,6 @@ from gregor.client.types import TopicPartition
 from gregor.protocol.checksums import crc32c
 from gregor.protocol.errors import (
     InvalidRecordError,
-    InvalidTxnStateError,
     MessageTooLargeError,
     UnknownTopicOrPartitionError,
 )
@@ -63,10 +68,6 @@ def append_batch(
             f"partition {partition} of topic {topic!r} does not exist "
             f"(it has {len(info.partitions)} partitions)"
         )
-    if core.transactions.transactional_id is not None:
-        # Its batches would need the transactional bit and the partition added to the
-        # transaction; not built yet.
-        raise InvalidTxnStateError("produce_batch is not available on a transactional producer")
     tp = TopicPartition(topic, partition)
     header = check_batch(tp, data, core.config.max_request_size)
     batch = EncodedBatch(tp, data, header)
@@ -123,7 +124,9 @@ class EncodedBatch(ProducerBatch):
         data = self.data
         assert data is not None
         producer = (self.producer_id, self.producer_epoch, self.base_sequence)
-        attributes = self.attributes & ~_TRANSACTIONAL_BIT
+        # The sender marks the batches of a transactional producer (as it stamps sequences).
+        transactional = _TRANSACTIONAL_BIT if self.builder.is_transactional else 0
+        attributes = (self.attributes & ~_TRANSACTIONAL_BIT) | transactional
         if producer == self.source_producer and attributes == self.attributes:
             return data
         out = bytearray(data)
