@@ -1,6 +1,7 @@
-"""Batch pass-through against a real cluster: `AsyncConsumer.getmany_batches` hands out
-fetched record batches as bytes and `AsyncProducer.produce_batch` sends them on, as they
-are. librdkafka writes the source and reads the copy."""
+"""Batch pass-through against a real cluster: `AsyncConsumer.getmany_batches` (and the
+blocking `Consumer.consume_batches`) hands out fetched record batches as bytes and
+`AsyncProducer.produce_batch` (`Producer.produce_batch`) sends them on, as they are.
+librdkafka writes the source and reads the copy."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CTopicPartition
 
 from gregor.client import AsyncConsumer, AsyncProducer, TopicPartition
+from gregor.client import Consumer as SyncConsumer
+from gregor.client import Producer as SyncProducer
 from gregor.client.consumer.batches import FetchedBatch
 from gregor.devcluster import LocalCluster
 from gregor.protocol.errors import InvalidRecordError, MessageTooLargeError
@@ -82,6 +85,27 @@ async def copy(cluster: LocalCluster, batches: list[FetchedBatch], to: str) -> l
         return [(await f).offset for f in futures]
 
 
+def assert_copied(
+    cluster: LocalCluster,
+    source: str,
+    target: str,
+    count: int,
+    batches: list[FetchedBatch],
+    bases: list[int],
+) -> None:
+    """The target (2 partitions) holds the source's records, in the same partitions and
+    order, each batch's record i at the base offset its produce_batch gave + i."""
+    original = read_all(cluster, source, 2, count)
+    copied = read_all(cluster, target, 2, count)
+    assert [r[:1] + r[2:] for r in copied] == [r[:1] + r[2:] for r in original]
+    where = {
+        (b.partition, b.base_offset + i): base + i
+        for b, base in zip(batches, bases, strict=True)
+        for i in range(b.records_count)
+    }
+    assert {(r[0], r[1]) for r in copied} == {(p, where[p, o]) for p, o, *_ in original}
+
+
 def test_batches_pass_through_compressed_and_land_at_the_same_deltas(
     shared_cluster: LocalCluster,
 ) -> None:
@@ -110,16 +134,7 @@ def test_batches_pass_through_compressed_and_land_at_the_same_deltas(
     # (librdkafka leaves a batch uncompressed where lz4 would not make it smaller)
     assert sum(b.header.compression.name == "LZ4" for b in batches) >= 4
     bases = trio.run(copy, shared_cluster, batches, target)
-
-    original = read_all(shared_cluster, source, 2, 3000)
-    copied = read_all(shared_cluster, target, 2, 3000)
-    assert [r[:1] + r[2:] for r in copied] == [r[:1] + r[2:] for r in original]
-    where = {
-        (b.partition, b.base_offset + i): base_offset + i
-        for b, base_offset in zip(batches, bases, strict=True)
-        for i in range(b.records_count)
-    }
-    assert {(r[0], r[1]) for r in copied} == {(p, where[p, o]) for p, o, *_ in original}
+    assert_copied(shared_cluster, source, target, 3000, batches, bases)
     again = trio.run(fetch_batches, shared_cluster, target, 2, 3000)
     assert sorted(bytes(b.data[BATCH_HEADER_SIZE:]) for b in again) == sorted(
         bytes(b.data[BATCH_HEADER_SIZE:]) for b in batches
@@ -190,6 +205,30 @@ def test_batches_join_the_transaction_of_a_transactional_producer(
     copies = trio.run(fetch_batches, shared_cluster, target, 2, 800)
     assert all(b.header.is_transactional for b in copies)
     assert sum(b.records_count for b in copies) == 800  # both copies, read uncommitted
+
+
+def test_the_sync_clients_pass_batches_through_too(shared_cluster: LocalCluster) -> None:
+    """Consumer.consume_batches and Producer.produce_batch, the blocking twins: the copy
+    holds the same records, each batch at its new base offset + delta."""
+    source, target = unique_topic("raw-sync"), unique_topic("raw-sync-dst")
+    create_topic(shared_cluster, source, partitions=2, replication_factor=3)
+    create_topic(shared_cluster, target, partitions=2, replication_factor=3)
+    producer = Producer(settings(shared_cluster, **{"compression.type": "zstd", "linger.ms": 5}))
+    for i in range(1000):
+        producer.produce(source, b"v%d" % i, b"k%d" % i, partition=i % 2, timestamp=1000 + i)
+    assert producer.flush(30) == 0
+    config = settings(shared_cluster, **{"auto.offset.reset": "earliest"})
+    batches: list[FetchedBatch] = []
+    with SyncConsumer(config) as consumer:
+        consumer.assign([TopicPartition(source, p) for p in range(2)])
+        for _ in range(60):
+            batches += consumer.consume_batches(timeout=1)
+            if sum(b.records_count for b in batches) >= 1000:
+                break
+        with SyncProducer(settings(shared_cluster)) as copier:
+            futures = [copier.produce_batch(target, b.partition, b.data) for b in batches]
+            bases = [f.result(30).offset for f in futures]
+    assert_copied(shared_cluster, source, target, 1000, batches, bases)
 
 
 def test_what_cannot_pass_through_fails_clearly(shared_cluster: LocalCluster) -> None:

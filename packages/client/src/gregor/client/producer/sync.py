@@ -21,6 +21,7 @@ from typing import Any
 
 from gregor.client.config import ProducerConfig
 from gregor.client.producer.batch import DeliveryCallback, ProducerBatch, RecordFuture
+from gregor.client.producer.batches import append_batch
 from gregor.client.producer.core import Headers, NeedMetadata, ProducerCore
 from gregor.client.runtime import IOThread, blocking
 from gregor.protocol.errors import RequestTimedOutError
@@ -75,6 +76,19 @@ class Producer:
                 topic,
             )
         return future
+
+    def produce_batch(
+        self, topic: str, partition: int, data: bytes | bytearray | memoryview
+    ) -> RecordFuture:
+        """Queue one record batch encoded elsewhere (v2, e.g. as a consumer fetched it), to
+        be sent as it is (see producer/batches.py): the sync twin of
+        AsyncProducer.produce_batch. Its future gives the metadata of its first record."""
+        append = functools.partial(append_batch, self._core, topic, partition, data)
+        try:
+            future = append()
+        except NeedMetadata:
+            future = None
+        return self._produce_waiting(append, topic) if future is None else future
 
     def _produce_waiting(
         self, attempt: Callable[[], RecordFuture | None], topic: str
