@@ -4,15 +4,18 @@
   the source's topic configs; partitions and config changes on A follow; heartbeats flow.
 - Failover: a group that committed on A resumes on B from the synced offsets, reading
   exactly the records after its commit, though B's offsets differ from A's.
-- SIGKILL of the mirror while producing loses nothing, and translation stays exact.
+- SIGKILL of the mirror while producing loses nothing, and translation stays exact; with
+  exactly.once.support=enabled, a read_committed reader of B sees every record exactly once.
 - The target unreachable for a while: reported, retried, nothing lost.
 - Active-active A<->B: each side ends with its topic and one copy of the other's, no loops.
+- Prometheus: the served counters move by exactly the records copied.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import urllib.request
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -20,11 +23,14 @@ from typing import Any
 import pytest
 import trio
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import KafkaError as CKafkaError
+from prometheus_client.parser import text_string_to_metric_families
 
 from gregor.client import AdminClient
 from gregor.client import TopicPartition as GTopicPartition
 from gregor.client.admin import ConfigResource, ResourceType
 from gregor.devcluster import LocalCluster
+from gregor.devcluster.ports import free_port
 from gregor.mirror import Checkpoint, Heartbeat, OffsetSync, translate_offsets
 from gregor.protocol.errors import KafkaError
 from gregor_testing.cluster import create_topic, partitions_of, wait_for, wait_for_topic
@@ -67,6 +73,7 @@ def read(
             "group.id": group or f"reader-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest" if group is None else "error",
+            "isolation.level": "read_committed",  # an exactly-once copy's aborted records
         }
     )
     try:
@@ -94,6 +101,44 @@ def read(
             return seen >= count
 
         wait_for(done, timeout, f"{count} records of {topic} (have {seen})")
+        return out
+    finally:
+        consumer.close()
+
+
+def read_committed_to_end(
+    cluster: LocalCluster, topic: str, partitions: int
+) -> dict[int, list[Record]]:
+    """Every committed record of the topic, by partition: read by librdkafka with
+    read_committed until each partition reports its end (the last stable offset)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": f"reader-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, p, -2) for p in range(partitions)])
+        out: dict[int, list[Record]] = {p: [] for p in range(partitions)}
+        at_end: set[int] = set()
+
+        def done() -> bool:
+            for message in consumer.consume(1000, 0.5):
+                p = message.partition()
+                error = message.error()
+                if error is not None and error.code() == CKafkaError._PARTITION_EOF:
+                    at_end.add(p)
+                    continue
+                assert error is None, error
+                headers = tuple(message.headers() or ())
+                out[p].append((p, message.key(), message.value(), headers, message.timestamp()[1]))
+                at_end.discard(p)
+            return len(at_end) == partitions
+
+        wait_for(done, 120, f"the end of every partition of {topic}")
         return out
     finally:
         consumer.close()
@@ -298,13 +343,37 @@ def assert_all_copied(
     return source
 
 
+def assert_exactly_once(
+    cluster_a: LocalCluster, cluster_b: LocalCluster, topic: str, count: int
+) -> dict[int, list[Record]]:
+    """Every record of A is on B exactly once, in order, for a read_committed reader.
+    Returns A's records."""
+    source = strip(read(cluster_a, topic, 2, count))
+    copied: dict[int, list[Record]] = {}
+
+    def complete() -> bool:
+        copied.update(read_committed_to_end(cluster_b, f"A.{topic}", 2))
+        return sum(map(len, copied.values())) >= count
+
+    wait_for(complete, 300, "every record of A on B")
+    assert copied == source
+    print(f"{topic}: {count} records copied exactly once")
+    return source
+
+
 @pytest.mark.timeout(600 if KILL_RECORDS <= 20_000 else 3600)
+@pytest.mark.parametrize("exactly_once", [False, True], ids=["at-least-once", "exactly-once"])
 def test_sigkill_loses_nothing_and_translation_stays_exact(
-    cluster_a: LocalCluster, cluster_b: LocalCluster, mirror_factory: Callable[..., MirrorProcess]
+    cluster_a: LocalCluster,
+    cluster_b: LocalCluster,
+    mirror_factory: Callable[..., MirrorProcess],
+    exactly_once: bool,
 ) -> None:
     topic = f"crash-{uuid.uuid4().hex[:6]}"
     create_topic(cluster_a, topic, 2, 2)
     settings = {"A->B.enabled": "true", "A->B.topics": topic}
+    if exactly_once:
+        settings["exactly.once.support"] = "enabled"
     sent = records(KILL_RECORDS, 2, "c")
     remote = f"A.{topic}"
     failures: list[BaseException] = []
@@ -320,7 +389,8 @@ def test_sigkill_loses_nothing_and_translation_stays_exact(
         mirror = mirror_factory(settings)
     producing.join(1200)
     assert not failures and not producing.is_alive()
-    source = assert_all_copied(cluster_a, cluster_b, topic, len(sent))
+    check = assert_exactly_once if exactly_once else assert_all_copied
+    source = check(cluster_a, cluster_b, topic, len(sent))
     # A group that committed near the end of A resumes on B at exactly the next record.
     group = f"late-{uuid.uuid4().hex[:6]}"
     commits = {p: len(source[p]) - 100 for p in range(2)}
@@ -432,3 +502,57 @@ def test_bad_input_is_reported_and_the_rest_copied(
     produce(cluster_a, kept, [(0, None, b"later", [], 5)])
     copied = strip(read(cluster_b, f"A.{kept}", 1, 4))[0]
     assert [r[2] for r in copied] == [b"first", b"small", b"after", b"later"]
+
+
+def scrape(port: int) -> dict[tuple[str, str, str], float]:
+    """The mirror's Prometheus samples, parsed by prometheus_client: (name, topic,
+    partition) -> value ({} while it does not answer yet)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+            text = answer.read().decode()
+    except OSError:
+        return {}
+    return {
+        (s.name, s.labels.get("topic", ""), s.labels.get("partition", "")): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def test_metrics_are_served_for_prometheus(
+    cluster_a: LocalCluster, cluster_b: LocalCluster, mirror_factory: Callable[..., MirrorProcess]
+) -> None:
+    """With metrics.prometheus.listener, the mirror serves MM2's metrics: the record counter
+    of each partition moves by exactly the records copied, and the lag comes down to 0."""
+    topic = f"metrics-{uuid.uuid4().hex[:6]}"
+    create_topic(cluster_a, topic, 2, 2)
+    port = free_port()
+    mirror_factory(
+        {
+            "A->B.enabled": "true",
+            "A->B.topics": topic,
+            "metrics.prometheus.listener": f"http://127.0.0.1:{port}",
+        }
+    )
+    wait_for(lambda: scrape(port), 60, "the exporter")
+    sent = records(3000, 2, "m")
+    produce(cluster_a, topic, sent, "lz4")
+    read(cluster_b, f"A.{topic}", 2, len(sent))
+    name = "kafka_connect_mirror_mirrorsourceconnector_"
+    remote = f"A.{topic}"
+
+    def counted() -> dict[str, float]:
+        samples = scrape(port)
+        return {
+            what: sum(samples.get((name + what, remote, str(p)), 0) for p in range(2))
+            for what in ("record_count_total", "byte_count_total", "record_lag")
+        }
+
+    wait_for(lambda: counted()["record_count_total"] == len(sent), 60, "the count")
+    figures = counted()
+    assert figures["byte_count_total"] > 0
+    samples = scrape(port)
+    for p in range(2):
+        assert samples[name + "record_count_total", remote, str(p)] == len(sent) // 2
+        assert samples[name + "replication_latency_ms_count", remote, str(p)] > 0
+    wait_for(lambda: counted()["record_lag"] == 0, 60, "no lag")

@@ -84,6 +84,17 @@ def test_offset_syncs_on_the_target() -> None:
     assert isinstance(flow.policy, IdentityReplicationPolicy)
 
 
+def test_exactly_once_keeps_the_offset_syncs_on_the_target() -> None:
+    props = {"clusters": "A,B", "A.bootstrap.servers": "a:1", "B.bootstrap.servers": "b:1"}
+    flow = MirrorConfig.from_properties({**props, "exactly.once.support": "enabled"}).flows[0]
+    assert flow.exactly_once
+    assert flow.offset_syncs_cluster.alias == "B"
+    assert flow.offset_syncs_topic == "mm2-offset-syncs.A.internal"
+    other = MirrorConfig.from_properties({**props, "exactly.once.source.support": "enabled"})
+    assert other.flows[1].exactly_once and other.flows[1].offset_syncs_cluster.alias == "A"
+    assert not MirrorConfig.from_properties(props).flows[0].exactly_once
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
@@ -92,13 +103,31 @@ def test_offset_syncs_on_the_target() -> None:
         ({"A->B.topics": "orders("}, "'orders(' is not a regular expression"),
         ({"A->C.enabled": "true"}, "A->C.enabled: 'A->C' is not a flow"),
         ({"offset-syncs.topic.location": "middle"}, "must be one of source, target"),
+        (
+            {"A->B.exactly.once.support": "required", "offset-syncs.topic.location": "source"},
+            "offset-syncs.topic.location = 'source': must be target when exactly once is "
+            "enabled for A->B",
+        ),
         ({"replication.policy.class": "x.Y"}, "replication.policy.class: 'x.Y' is not"),
+        (
+            {"metrics.prometheus.listener": "127.0.0.1:9108"},
+            "metrics.prometheus.listener = '127.0.0.1:9108': must be http://HOST:PORT",
+        ),
     ],
 )
 def test_bad_values_name_key_value_and_rule(extra: dict[str, str], message: str) -> None:
     props = {"clusters": "A, B", "A.bootstrap.servers": "a:1", "B.bootstrap.servers": "b:1"}
     with pytest.raises(MirrorConfigError, match=re.escape(message)):
         MirrorConfig.from_properties({**props, **extra})
+
+
+def test_prometheus_listener() -> None:
+    props = {"clusters": "A, B", "A.bootstrap.servers": "a:1", "B.bootstrap.servers": "b:1"}
+    assert MirrorConfig.from_properties(props).prometheus_listener is None
+    config = MirrorConfig.from_properties(
+        {**props, "metrics.prometheus.listener": "http://127.0.0.1:9108"}
+    )
+    assert config.prometheus_listener == ("127.0.0.1", 9108)
 
 
 def test_missing_clusters_and_servers() -> None:

@@ -30,7 +30,11 @@ def main(argv: list[str] | None = None) -> int:
     except MirrorConfigError as exc:
         print(f"gregor-mirror: {exc}", file=sys.stderr)
         return 2
-    trio.run(mirror.run_until_signalled)
+    try:
+        trio.run(mirror.run_until_signalled)
+    except MirrorConfigError as exc:  # found once running (a listener that cannot bind)
+        print(f"gregor-mirror: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

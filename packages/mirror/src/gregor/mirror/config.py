@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import attrs
 
@@ -37,6 +38,7 @@ DEFAULT_CONFIG_PROPERTIES_EXCLUDE = (
 _CLIENT_KINDS = ("consumer", "producer", "admin")
 _ALIAS = re.compile(r"[A-Za-z0-9_\-]+")
 # Connect worker settings MM2 users keep per cluster; they are not client settings.
+PROMETHEUS_LISTENER = "metrics.prometheus.listener"
 _WORKER_KEYS = re.compile(r"(offset|config|status)\.storage\..*|.*replication\.factor|tasks\.max")
 
 
@@ -72,6 +74,18 @@ def load(path: str | Path) -> MirrorConfig:
 
 
 # -- value readers -------------------------------------------------------------------------
+
+
+def _listener(value: str) -> tuple[str, int]:
+    """(host, port) of `http://HOST:PORT`."""
+    url = urlsplit(value)
+    try:
+        port = url.port
+    except ValueError:
+        port = None
+    if url.scheme != "http" or not url.hostname or port is None or url.path not in ("", "/"):
+        raise ValueError("must be http://HOST:PORT, e.g. http://0.0.0.0:9108")
+    return url.hostname, port
 
 
 def _bool(value: str) -> bool:
@@ -207,6 +221,8 @@ class FlowConfig:
 class MirrorConfig:
     clusters: Mapping[str, ClusterConfig]
     flows: tuple[FlowConfig, ...]  # every source->target pair, enabled or not
+    # `metrics.prometheus.listener = http://HOST:PORT`: where the metrics are served.
+    prometheus_listener: tuple[str, int] | None = None
 
     def enabled_flows(self, targets: set[str] | None = None) -> list[FlowConfig]:
         return [
@@ -240,7 +256,12 @@ class MirrorConfig:
                         f"{key}: {pair!r} is not a flow between two of the clusters "
                         f"{', '.join(aliases)}"
                     )
-        return cls(clusters, flows)
+        listener = props.get(PROMETHEUS_LISTENER)
+        try:
+            prometheus = _listener(listener) if listener else None
+        except ValueError as exc:
+            raise MirrorConfigError(f"{PROMETHEUS_LISTENER} = {listener!r}: {exc}") from None
+        return cls(clusters, flows, prometheus)
 
 
 def _cluster(alias: str, props: Mapping[str, str]) -> ClusterConfig:
@@ -300,16 +321,21 @@ _OLD_NAMES = {"topics.blacklist": "topics.exclude", "groups.blacklist": "groups.
 def _flow(source: ClusterConfig, target: ClusterConfig, props: Mapping[str, str]) -> FlowConfig:
     pair = f"{source.alias}->{target.alias}"
 
+    def given(name: str) -> str | None:
+        """The key that sets `name` for this flow, if any."""
+        old = [o for o, new in _OLD_NAMES.items() if new == name]
+        keys = [f"{pair}.{name}", name] + [f"{pair}.{o}" for o in old] + old
+        return next((key for key in keys if key in props), None)
+
     def get(name: str) -> Any:
         reader, default = _FLOW_SETTINGS[name]
-        old = [o for o, new in _OLD_NAMES.items() if new == name]
-        for key in [f"{pair}.{name}", name] + [f"{pair}.{o}" for o in old] + old:
-            if key in props:
-                try:
-                    return reader(props[key])
-                except ValueError as exc:
-                    raise MirrorConfigError(f"{key} = {props[key]!r}: {exc}") from None
-        return reader(default)
+        key = given(name)
+        if key is None:
+            return reader(default)
+        try:
+            return reader(props[key])
+        except ValueError as exc:
+            raise MirrorConfigError(f"{key} = {props[key]!r}: {exc}") from None
 
     alias = props.get(f"{pair}.source.cluster.alias", props.get("source.cluster.alias"))
     try:
@@ -325,6 +351,17 @@ def _flow(source: ClusterConfig, target: ClusterConfig, props: Mapping[str, str]
     exactly_once = get("exactly.once.support") in ("required", "enabled") or (
         get("exactly.once.source.support") == "enabled"
     )
+    syncs_location = get("offset-syncs.topic.location")
+    if exactly_once:
+        # The offset syncs are where the copy resumes: exactly once writes them in the
+        # transaction of the records they cover, so they must be on the target.
+        key = given("offset-syncs.topic.location")
+        if key is not None and syncs_location != "target":
+            raise MirrorConfigError(
+                f"{key} = {props[key]!r}: must be target when exactly once is enabled for "
+                f"{pair} (the offset syncs are written in the target's transactions)"
+            )
+        syncs_location = "target"
     return FlowConfig(
         source=source,
         target=target,
@@ -348,6 +385,6 @@ def _flow(source: ClusterConfig, target: ClusterConfig, props: Mapping[str, str]
         sync_group_offsets_interval=get("sync.group.offsets.interval.seconds"),
         refresh_topics_interval=get("refresh.topics.interval.seconds"),
         refresh_groups_interval=get("refresh.groups.interval.seconds"),
-        offset_syncs_location=get("offset-syncs.topic.location"),
+        offset_syncs_location=syncs_location,
         exactly_once=exactly_once,
     )

@@ -11,8 +11,14 @@ records produced one by one: key, value, headers and timestamp as they were. A c
 partition's batches is followed, once delivered, by its offset syncs (see offset_sync),
 and only then does it count as copied. A restart resumes after each partition's last sync,
 so delivery is at least once: only what was delivered but not yet synced is sent again.
-Exactly once needs a transactional producer on the target (records and syncs in one
-transaction); `Copier.deliver` is where it would commit.
+
+Exactly once (`exactly.once.support`) keeps the same syncs, on the target, and writes them
+in the transaction of the records they cover: one transactional producer on the target
+copies what a few polls fetched, waits for it, writes its syncs, and commits. The syncs are
+the source offsets' store (KIP-656 keeps them in a store on the target written in the same
+transaction; here the syncs already say how far each partition got). A restart fences the
+previous incarnation (init_transactions with the flow's transactional.id, which aborts its
+open transaction), then reads the syncs with read_committed and resumes after them.
 
 Any error (a cluster unreachable past the clients' timeouts, a record the target refuses, a
 topic gone) is logged, and the flow starts over from its syncs after a backoff: nothing is
@@ -59,6 +65,7 @@ log = logging.getLogger("gregor.mirror")
 # Errors about one record, not the flow: the record is reported and left out.
 REFUSED = (MessageTooLargeError, RecordListTooLargeError, InvalidRecordError, InvalidTimestampError)
 IN_FLIGHT_CHUNKS = 64  # chunks produced and not yet synced, per flow
+TRANSACTION_SPAN = 0.2  # seconds of polls copied in one transaction, at most
 BACKOFF_MAX = 30.0
 REPORT_INTERVAL = 30.0
 
@@ -117,6 +124,17 @@ class BatchRefused(Exception):
     that batch's records then go one by one (so a refused record is isolated)."""
 
 
+class RecordRefused(Exception):
+    """Exactly once: the target refused a record, which dooms its transaction. The flow
+    starts over from its syncs, and leaves that record out (it was reported)."""
+
+
+def transactional_id(flow: FlowConfig) -> str:
+    """The flow's transactional.id on the target: the same for every incarnation of the
+    flow, so that a restarted (or a second) mirror fences the one before."""
+    return f"gregor-mirror-{flow.name}"
+
+
 class Copier:
     """Copies the flow's partitions until told to stop (or a change), or fails.
 
@@ -148,6 +166,9 @@ class Copier:
         consumer_config.setdefault("isolation.level", "read_committed")
         consumer_config.update({"enable.auto.commit": False, "auto.offset.reset": "earliest"})
         consumer_config.pop("group.id", None)
+        if flow.exactly_once:
+            await self._run_transactional(consumer_config)
+            return
         # Not idempotent unless asked: a batch with a producer id cannot be split, so one
         # record over the target's max.message.bytes would take its whole batch with it.
         # Delivery is at least once either way, and the syncs bracket a retry's duplicates.
@@ -160,16 +181,55 @@ class Copier:
             AsyncProducer(flow.offset_syncs_cluster.producer_config(acks="all")) as syncs,
             trio.open_nursery() as nursery,
         ):
-            consumer.assign(list(self.partitions))
-            for tp in self.partitions:
-                last = self.store.last(tp)
-                if last is None:
-                    consumer.seek_to_beginning(tp)
-                else:
-                    consumer.seek(tp, last[0] + 1)
+            self._resume(consumer)
             nursery.start_soon(self.deliver, receive, producer, syncs)
             async with send:
                 await self.pump(consumer, producer, send)
+
+    def _resume(self, consumer: AsyncConsumer) -> None:
+        """Assign the partitions, each from the record after its last sync."""
+        consumer.assign(list(self.partitions))
+        for tp in self.partitions:
+            last = self.store.last(tp)
+            if last is None:
+                consumer.seek_to_beginning(tp)
+            else:
+                consumer.seek(tp, last[0] + 1)
+
+    async def _run_transactional(self, consumer_config: dict[str, object]) -> None:
+        """Exactly once: records and their syncs in one transaction at a time."""
+        flow = self.flow
+        producer_config = flow.target.producer_config(acks="all")
+        producer_config.setdefault("transactional.id", transactional_id(flow))
+        async with (
+            AsyncConsumer(consumer_config) as consumer,
+            AsyncProducer(producer_config) as producer,
+        ):
+            await producer.init_transactions()  # the previous incarnation's transaction ends
+            await load_syncs(flow, self.store)
+            self._resume(consumer)
+            while not self.stop.is_set():
+                batches = await consumer.getmany_batches(timeout=0.5)
+                if batches:
+                    await self._transaction(consumer, producer, batches)
+
+    async def _transaction(
+        self, consumer: AsyncConsumer, producer: AsyncProducer, batches: list[FetchedBatch]
+    ) -> None:
+        """Copy `batches` and what else is fetched within TRANSACTION_SPAN, then write the
+        syncs of what landed and commit it all."""
+        producer.begin_transaction()
+        end = trio.current_time() + TRANSACTION_SPAN
+        chunks: list[Chunk] = []
+        while batches:
+            chunks += await self._produce(producer, batches)
+            if trio.current_time() >= end or self.stop.is_set():
+                break
+            batches = await consumer.getmany_batches(timeout=0)
+        await producer.flush()
+        written = await self._write_syncs(chunks, producer)
+        await producer.commit_transaction()
+        self.store.add_all(written)
 
     async def pump(
         self,
@@ -178,46 +238,58 @@ class Copier:
         send: trio.MemorySendChannel[Chunk],
     ) -> None:
         """Fetch and produce, a partition's run of batches at a time, until stopped."""
-        partitions = self.partitions
-        read = self.metrics.read
         while not self.stop.is_set():
             batches = await consumer.getmany_batches(timeout=0.5)
-            now = now_ms()
-            for source, run in groupby(batches, key=attrgetter("topic_partition")):
-                target = partitions[source]
-                pieces: list[Piece] = []
-                for batch in run:
-                    timestamp = batch.header.max_timestamp
-                    read(source, timestamp, now)
-                    if self.one_by_one.passes(source, target, batch):
-                        data = batch.data
-                        try:
-                            future = await producer.produce_batch(
-                                target.topic, target.partition, data
-                            )
-                        except REFUSED:  # over max.request.size: refused before sending
-                            pass
-                        else:
-                            pieces.append(
-                                Piece(
-                                    batch.base_offset,
-                                    batch.records_count,
-                                    future,
-                                    len(data),
-                                    timestamp,
-                                    True,
-                                )
-                            )
-                            continue
-                    await self._produce_records(producer, target, batch, pieces)
-                await send.send(Chunk(source, pieces))
+            for chunk in await self._produce(producer, batches):
+                await send.send(chunk)
 
-    @staticmethod
+    async def _produce(self, producer: AsyncProducer, batches: list[FetchedBatch]) -> list[Chunk]:
+        """Produce fetched batches to their target partitions: a chunk per partition's run."""
+        partitions = self.partitions
+        read = self.metrics.read
+        now = now_ms()
+        chunks: list[Chunk] = []
+        for source, run in groupby(batches, key=attrgetter("topic_partition")):
+            target = partitions[source]
+            pieces: list[Piece] = []
+            for batch in run:
+                timestamp = batch.header.max_timestamp
+                read(source, timestamp, now, batch.high_watermark - batch.last_offset - 1)
+                if self.one_by_one.passes(source, target, batch):
+                    data = batch.data
+                    try:
+                        future = await producer.produce_batch(target.topic, target.partition, data)
+                    except REFUSED:  # over max.request.size: refused before sending
+                        pass
+                    else:
+                        pieces.append(
+                            Piece(
+                                batch.base_offset,
+                                batch.records_count,
+                                future,
+                                len(data),
+                                timestamp,
+                                True,
+                            )
+                        )
+                        continue
+                await self._produce_records(producer, source, target, batch, pieces)
+            chunks.append(Chunk(source, pieces))
+        return chunks
+
     async def _produce_records(
-        producer: AsyncProducer, target: TopicPartition, batch: FetchedBatch, pieces: list[Piece]
+        self,
+        producer: AsyncProducer,
+        source: TopicPartition,
+        target: TopicPartition,
+        batch: FetchedBatch,
+        pieces: list[Piece],
     ) -> None:
         produce = producer.produce
+        left_out = self.one_by_one.left_out
         for r in batch.records():
+            if left_out and (source, r.offset) in left_out:
+                continue  # refused by the target before (exactly once), and reported
             outcome: AsyncRecordFuture | KafkaError
             try:
                 outcome = await produce(
@@ -235,8 +307,7 @@ class Copier:
         syncs: AsyncProducer,
     ) -> None:
         """Wait for each chunk's records in order, then write and flush its syncs; only
-        then is it copied. (With transactions, this is where the commit would go.)"""
-        topic = self.flow.offset_syncs_topic
+        then is it copied."""
         async with receive:
             while True:
                 try:
@@ -248,20 +319,27 @@ class Copier:
                         chunks.append(receive.receive_nowait())
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
-                written: list[OffsetSync] = []
-                for chunk in chunks:
-                    runs = await self._delivered(chunk)
-                    if not runs:
-                        continue
-                    tp = chunk.partition
-                    for u, d in boundaries(self._last.get(tp), runs):
-                        sync = OffsetSync(tp, u, d)
-                        await syncs.produce(topic, sync.value(), sync.key(), partition=0)
-                        written.append(sync)
-                    u, d, n = runs[-1]
-                    self._last[tp] = (u + n - 1, d + n - 1)
+                written = await self._write_syncs(chunks, syncs)
                 await syncs.flush()
                 self.store.add_all(written)
+
+    async def _write_syncs(self, chunks: list[Chunk], syncs: AsyncProducer) -> list[OffsetSync]:
+        """Wait for the chunks' records in order, and produce the syncs of where they
+        landed (not flushed)."""
+        topic = self.flow.offset_syncs_topic
+        written: list[OffsetSync] = []
+        for chunk in chunks:
+            runs = await self._delivered(chunk)
+            if not runs:
+                continue
+            tp = chunk.partition
+            for u, d in boundaries(self._last.get(tp), runs):
+                sync = OffsetSync(tp, u, d)
+                await syncs.produce(topic, sync.value(), sync.key(), partition=0)
+                written.append(sync)
+            u, d, n = runs[-1]
+            self._last[tp] = (u + n - 1, d + n - 1)
+        return written
 
     async def _delivered(self, chunk: Chunk) -> list[Run]:
         """Where the chunk's records landed, once all are delivered. A record the target
@@ -274,6 +352,7 @@ class Copier:
         delivered = self.metrics.delivered
         for piece in chunk.pieces:
             outcome = piece.outcome
+            sent = not isinstance(outcome, KafkaError)
             try:
                 if isinstance(outcome, KafkaError):
                     raise outcome
@@ -297,6 +376,13 @@ class Copier:
                     type(exc).__name__,
                     exc,
                 )
+                if sent and self.flow.exactly_once:
+                    self.one_by_one.left_out.add((tp, piece.upstream))
+                    raise RecordRefused(
+                        f"{self.flow.name}: the transaction with record {tp.topic}-"
+                        f"{tp.partition}@{piece.upstream} cannot commit; it is copied again "
+                        "without that record"
+                    ) from exc
                 continue
             runs.append((piece.upstream, metadata.offset, piece.records))
             delivered(tp, piece.records, piece.size, piece.timestamp)
@@ -311,6 +397,8 @@ class OneByOne:
     def __init__(self) -> None:
         self.too_large: dict[TopicPartition, int] = {}  # target partition: refused size
         self.batches: set[tuple[TopicPartition, int]] = set()  # (source, base offset)
+        # Exactly once: records the target refused, left out when copied again.
+        self.left_out: set[tuple[TopicPartition, int]] = set()  # (source, offset)
 
     def passes(self, source: TopicPartition, target: TopicPartition, batch: FetchedBatch) -> bool:
         """Whether the batch goes through as it is."""
@@ -373,7 +461,9 @@ class Flow:
         self.partitions: dict[TopicPartition, TopicPartition] = {}
         self.copier: Copier | None = None
         self.one_by_one = OneByOne()
-        self.metrics = FlowMetrics(flow.name)
+        self.metrics = FlowMetrics(
+            flow.name, lambda topic: flow.policy.format_remote_topic(flow.source.alias, topic)
+        )
         self.stopping = False
 
     async def run(self) -> None:
@@ -401,7 +491,7 @@ class Flow:
                 flow.offset_syncs_replication_factor,
                 COMPACTED,
             )
-            await self._load_syncs()
+            await load_syncs(flow, self.store)
             topics = TopicSync(flow, source_admin, target_admin)
             self.partitions = await topics.refresh()
             changed = trio.Event()
@@ -428,19 +518,6 @@ class Flow:
                     changed = trio.Event()
                     nursery.start_soon(self._refresh, topics, changed)
             nursery.cancel_scope.cancel()
-
-    async def _load_syncs(self) -> None:
-        """The offset syncs written so far: where each partition resumes."""
-        store = SyncStore()
-        records = await read_to_end(
-            self.flow.offset_syncs_cluster.consumer_config(), self.flow.offset_syncs_topic
-        )
-        store.add_all(
-            OffsetSync.decode(r.key, r.value)
-            for r in records
-            if r.key is not None and r.value is not None
-        )
-        self.store.syncs = store.syncs
 
     async def _refresh(self, topics: TopicSync, changed: trio.Event) -> None:
         """New topics and partitions every refresh.topics.interval.seconds; topic configs
@@ -476,6 +553,19 @@ class Flow:
             log.info("%s, %d records refused by the target", first, refused)
             for line in partitions:
                 log.debug("%s", line)
+
+
+async def load_syncs(flow: FlowConfig, into: SyncStore) -> None:
+    """The offset syncs written so far, committed ones only: where each partition resumes."""
+    store = SyncStore()
+    config = {**flow.offset_syncs_cluster.consumer_config(), "isolation.level": "read_committed"}
+    records = await read_to_end(config, flow.offset_syncs_topic)
+    store.add_all(
+        OffsetSync.decode(r.key, r.value)
+        for r in records
+        if r.key is not None and r.value is not None
+    )
+    into.syncs = store.syncs
 
 
 async def _stop_on(event: trio.Event, stop: trio.Event) -> None:

@@ -6,8 +6,13 @@ Per mirrored partition, as MM2's MirrorSourceConnector reports them:
 - `record-age-ms` (min/avg/max): how old a record is when the mirror reads it,
 - `replication-latency-ms` (min/avg/max): from a record's timestamp to its delivery on the
   target.
+- `record-lag`: records of the source partition not copied yet, as its last fetch saw the
+  partition's end (MM2 has no such metric; its users compute it from consumer lag).
 And per flow, as MM2's MirrorCheckpointConnector: `checkpoint-latency-ms` (min/avg/max),
 the time a round of checkpoints takes to be written.
+
+The same figures go to Prometheus when asked (see prometheus.py): counts as counters, ages
+and latencies as summaries (a sum and a count since start, which never reset).
 
 A batch that passes through counts once for its records, with the timestamp of its newest
 record (records are not decoded); a record produced one by one counts alone. The min, avg
@@ -17,6 +22,7 @@ and max are over the time since the last report.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from gregor.client import TopicPartition
 
@@ -26,11 +32,14 @@ def now_ms() -> int:
 
 
 class Stat:
-    """min, avg and max of what was seen since the last `reset`."""
+    """min, avg and max of what was seen since the last `reset`; the count and sum of all
+    that was seen since start."""
 
-    __slots__ = ("count", "max", "min", "total")
+    __slots__ = ("all_count", "all_total", "count", "max", "min", "total")
 
     def __init__(self) -> None:
+        self.all_count = 0
+        self.all_total = 0
         self.reset()
 
     def reset(self) -> None:
@@ -46,6 +55,8 @@ class Stat:
             self.max = value
         self.count += 1
         self.total += value
+        self.all_count += 1
+        self.all_total += value
 
     def describe(self, name: str) -> str:
         if not self.count:
@@ -55,8 +66,8 @@ class Stat:
 
 
 class PartitionMetrics:
-    __slots__ = ("byte_count", "bytes_then", "record_age", "record_count", "records_then",
-                 "replication_latency")  # fmt: skip
+    __slots__ = ("byte_count", "bytes_then", "lag", "record_age", "record_count",
+                 "records_then", "replication_latency")  # fmt: skip
 
     def __init__(self) -> None:
         self.record_count = 0
@@ -65,13 +76,15 @@ class PartitionMetrics:
         self.bytes_then = 0
         self.record_age = Stat()
         self.replication_latency = Stat()
+        self.lag = -1  # unknown until fetched
 
 
 class FlowMetrics:
     """Kept by the flow across copier restarts."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, remote: Callable[[str], str] = str) -> None:
         self.name = name
+        self.remote = remote  # a source topic's name on the target
         self.partitions: dict[TopicPartition, PartitionMetrics] = {}
         self.checkpoint_latency = Stat()
         self.reported = time.monotonic()
@@ -82,10 +95,14 @@ class FlowMetrics:
             metrics = self.partitions[tp] = PartitionMetrics()
         return metrics
 
-    def read(self, tp: TopicPartition, timestamp: int, now: int) -> None:
-        """Records with this (newest) timestamp were read from the source."""
+    def read(self, tp: TopicPartition, timestamp: int, now: int, lag: int = -1) -> None:
+        """Records with this (newest) timestamp were read from the source, `lag` records
+        before the partition's end (-1: not known)."""
+        metrics = self.partition(tp)
         if timestamp >= 0:
-            self.partition(tp).record_age.add(max(0, now - timestamp))
+            metrics.record_age.add(max(0, now - timestamp))
+        if lag >= 0:
+            metrics.lag = lag
 
     def delivered(self, tp: TopicPartition, records: int, size: int, timestamp: int) -> None:
         metrics = self.partition(tp)
@@ -119,7 +136,8 @@ class FlowMetrics:
                 f"byte-count={m.byte_count} "
                 f"byte-rate={(m.byte_count - m.bytes_then) / seconds:.0f} "
                 f"{m.record_age.describe('record-age-ms')} "
-                f"{m.replication_latency.describe('replication-latency-ms')}"
+                f"{m.replication_latency.describe('replication-latency-ms')} "
+                f"record-lag={m.lag if m.lag >= 0 else '-'}"
             )
             m.records_then, m.bytes_then = m.record_count, m.byte_count
             m.record_age.reset()

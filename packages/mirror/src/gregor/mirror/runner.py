@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
+from collections.abc import Iterator
 
 import trio
 
-from gregor.mirror.config import MirrorConfig, MirrorConfigError
+from gregor.mirror.config import PROMETHEUS_LISTENER, MirrorConfig, MirrorConfigError
 from gregor.mirror.flow import Flow, keep_running
 from gregor.mirror.heartbeats import emit_heartbeats
 
@@ -28,13 +30,6 @@ class Mirror:
         self.config = config
         self.targets = targets
         self.flows = [Flow(f) for f in config.enabled_flows(targets)]
-        for flow in self.flows:
-            if flow.flow.exactly_once:
-                raise MirrorConfigError(
-                    f"{flow.flow.name}: exactly-once delivery (exactly.once.support / "
-                    "exactly.once.source.support) needs transactions on the target, which "
-                    "gregor-mirror does not use yet; it delivers at least once"
-                )
         self.heartbeats = [
             f
             for f in config.flows
@@ -45,6 +40,36 @@ class Mirror:
         """Until cancelled, or until `shutdown()` has let every flow drain."""
         if not self.flows:
             log.warning("no enabled flow writes into %s", ", ".join(sorted(self.targets or [])))
+        with self._exporter():
+            await self._run()
+
+    @contextlib.contextmanager
+    def _exporter(self) -> Iterator[None]:
+        """The Prometheus exporter, while the flows run, if metrics.prometheus.listener
+        is set. An address that cannot be bound is a bad config: the mirror stops."""
+        listener = self.config.prometheus_listener
+        if listener is None:
+            yield
+            return
+        # (imported here: without a listener, prometheus_client is never loaded)
+        from gregor.mirror.prometheus import serve
+
+        try:
+            server, thread = serve(listener, [flow.metrics for flow in self.flows])
+        except OSError as exc:
+            raise MirrorConfigError(
+                f"{PROMETHEUS_LISTENER} = http://{listener[0]}:{listener[1]}: cannot listen "
+                f"there ({exc})"
+            ) from exc
+        log.info("metrics for Prometheus on http://%s:%d/metrics", *server.server_address[:2])
+        try:
+            yield
+        finally:
+            server.shutdown()
+            server.server_close()
+            thread.join()
+
+    async def _run(self) -> None:
         async with trio.open_nursery() as nursery:
             for beat in self.heartbeats:
                 nursery.start_soon(

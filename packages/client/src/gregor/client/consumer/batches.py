@@ -14,6 +14,8 @@ are; `produce_batch` replaces them with its own.
 A batch is handed out whole even where it begins before the consumer's position (a seek
 into its middle): `start` says where the records not yet handed out begin, and `records()`
 decodes those. Only a batch with `producible` true can go to `produce_batch` as it is.
+Each batch also says where its partition ended when it was fetched (`high_watermark`), so
+a mirror knows how far behind it is without asking the broker.
 """
 
 from __future__ import annotations
@@ -27,12 +29,15 @@ from gregor.protocol.records import MAGIC, BatchHeader, RecordBatch
 class FetchedBatch:
     """One fetched record batch: its bytes as the broker sent them, and where it is."""
 
-    __slots__ = ("_batch", "partition", "start", "topic")
+    __slots__ = ("_batch", "high_watermark", "partition", "start", "topic")
 
-    def __init__(self, topic: str, partition: int, batch: RecordBatch, start: int) -> None:
+    def __init__(
+        self, topic: str, partition: int, batch: RecordBatch, start: int, high_watermark: int = -1
+    ) -> None:
         self.topic = topic
         self.partition = partition
         self.start = start  # the first offset not handed out before (>= base_offset)
+        self.high_watermark = high_watermark  # of the partition, as the fetch saw it
         self._batch = batch
 
     @property
@@ -122,11 +127,12 @@ def take_batches(core: ConsumerCore, max_records: int) -> list[FetchedBatch]:
             if state is None or state.epoch != fetch.epoch or state.paused:
                 state = None
             position = None if state is None else state.position
+            high_watermark = -1 if state is None else state.high_watermark
         if state is None:
             core._finish(fetch)  # sought, paused or revoked meanwhile
             continue
         start = fetch.fetch_offset if position is None else max(position, fetch.fetch_offset)
-        batches = _batches(fetch, start)
+        batches = _batches(fetch, start, high_watermark)
         with subscriptions.lock:
             if state.epoch == fetch.epoch and state.position == position:
                 state.position = max(start, fetch.next_fetch_offset)
@@ -142,12 +148,12 @@ def take_batches(core: ConsumerCore, max_records: int) -> list[FetchedBatch]:
     return out
 
 
-def _batches(fetch: CompletedFetch, start: int) -> list[FetchedBatch]:
+def _batches(fetch: CompletedFetch, start: int, high_watermark: int) -> list[FetchedBatch]:
     """The fetch's batches for the application (read_committed filtering, no control
     batches) that end at or after `start`."""
     topic, partition = fetch.tp
     return [
-        FetchedBatch(topic, partition, batch, max(start, batch.header.base_offset))
+        FetchedBatch(topic, partition, batch, max(start, batch.header.base_offset), high_watermark)
         for batch in fetch._filtered()
         if batch.header.next_offset > start
     ]
