@@ -344,8 +344,9 @@ def txn_faults(session: nox.Session) -> None:
 @nox.session
 def mirror_faults(session: nox.Session) -> None:
     """gregor-mirror SIGKILLed 5 times while 200,000 records are produced and copied, then
-    checked for every record on the target, in order; the duplicates (at least once) are
-    counted and printed (GREGOR_MIRROR_RECORDS, GREGOR_MIRROR_KILLS)."""
+    checked for every record on the target, in order: at least once (the duplicates are
+    counted and printed), and exactly once (read_committed: each record once)
+    (GREGOR_MIRROR_RECORDS, GREGOR_MIRROR_KILLS)."""
     install(session, *PACKAGES, extra=[*LAUNCHER, *TEST_DEPS])
     env = {
         "GREGOR_MIRROR_RECORDS": os.environ.get("GREGOR_MIRROR_RECORDS", "200000"),
