@@ -2,6 +2,11 @@
 
 from gregor.client.admin.sync import AdminClient
 from gregor.client.admin.types import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AclResourceType,
     ClientQuotaEntity,
     ClientQuotaFilterComponent,
     ConfigEntry,
@@ -12,11 +17,17 @@ from gregor.client.admin.types import (
     GroupListing,
     GroupOffset,
     NewTopic,
+    PatternType,
     QuotaMatch,
     ResourceType,
 )
 
 __all__ = [
+    "AclBinding",
+    "AclBindingFilter",
+    "AclOperation",
+    "AclPermissionType",
+    "AclResourceType",
     "AdminClient",
     "ClientQuotaEntity",
     "ClientQuotaFilterComponent",
@@ -28,6 +39,7 @@ __all__ = [
     "GroupListing",
     "GroupOffset",
     "NewTopic",
+    "PatternType",
     "QuotaMatch",
     "ResourceType",
 ]

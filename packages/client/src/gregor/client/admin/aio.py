@@ -39,3 +39,6 @@ class AsyncAdminClient(AsyncClient):
     list_partition_reassignments = awaiting(AdminCore.list_partition_reassignments)
     describe_client_quotas = awaiting(AdminCore.describe_client_quotas)
     alter_client_quotas = awaiting(AdminCore.alter_client_quotas)
+    create_acls = awaiting(AdminCore.create_acls)
+    describe_acls = awaiting(AdminCore.describe_acls)
+    delete_acls = awaiting(AdminCore.delete_acls)

@@ -20,6 +20,11 @@ from typing import TypeVar
 import trio
 
 from gregor.client.admin.types import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AclResourceType,
     BrokerDescription,
     ClientQuotaEntity,
     ClientQuotaFilterComponent,
@@ -34,6 +39,7 @@ from gregor.client.admin.types import (
     MemberDescription,
     NewTopic,
     PartitionDescription,
+    PatternType,
     Reassignment,
     ResourceType,
     TopicDescription,
@@ -63,6 +69,7 @@ from gregor.protocol.apis.alter_partition_reassignments import (
     ReassignablePartition,
     ReassignableTopic,
 )
+from gregor.protocol.apis.create_acls import AclCreation, CreateAclsRequest, CreateAclsResponse
 from gregor.protocol.apis.create_partitions import (
     CreatePartitionsRequest,
     CreatePartitionsResponse,
@@ -75,6 +82,12 @@ from gregor.protocol.apis.create_topics import (
     CreateTopicsRequest,
     CreateTopicsResponse,
 )
+from gregor.protocol.apis.delete_acls import (
+    DeleteAclsFilter,
+    DeleteAclsMatchingAcl,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
+)
 from gregor.protocol.apis.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from gregor.protocol.apis.delete_records import (
     DeleteRecordsPartition,
@@ -86,6 +99,11 @@ from gregor.protocol.apis.delete_topics import (
     DeleteTopicsRequest,
     DeleteTopicsResponse,
     DeleteTopicState,
+)
+from gregor.protocol.apis.describe_acls import (
+    AclDescription,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
 )
 from gregor.protocol.apis.describe_client_quotas import (
     ComponentData,
@@ -791,6 +809,94 @@ class AdminCore:
 
         await self._retrying(timeout, "AlterClientQuotas", attempt)
 
+    # -- ACLs --------------------------------------------------------------------------------
+
+    async def create_acls(self, acls: Sequence[AclBinding], timeout: float | None = None) -> None:
+        """Create every ACL, or raise the first refusal (the others may be created)."""
+        request = CreateAclsRequest(
+            creations=[
+                AclCreation(
+                    a.resource_type,
+                    a.name,
+                    a.pattern_type,
+                    a.principal,
+                    a.host,
+                    a.operation,
+                    a.permission_type,
+                )
+                for a in acls
+            ]
+        )
+
+        async def attempt() -> None:
+            response = await self.client.request(BOOTSTRAP, request)
+            assert isinstance(response, CreateAclsResponse)
+            for acl, result in zip(acls, response.results, strict=True):
+                _raise(result.error_code, f"creating {acl}", result.error_message)
+
+        await self._retrying(timeout, "CreateAcls", attempt)
+
+    async def describe_acls(
+        self, selected: AclBindingFilter, timeout: float | None = None
+    ) -> list[AclBinding]:
+        """The ACLs the filter selects."""
+        request = DescribeAclsRequest(
+            resource_type_filter=selected.resource_type,
+            resource_name_filter=selected.name,
+            pattern_type_filter=selected.pattern_type,
+            principal_filter=selected.principal,
+            host_filter=selected.host,
+            operation=selected.operation,
+            permission_type=selected.permission_type,
+        )
+
+        async def attempt() -> list[AclBinding]:
+            response = await self.client.request(BOOTSTRAP, request)
+            assert isinstance(response, DescribeAclsResponse)
+            _raise(response.error_code, "DescribeAcls", response.error_message)
+            return [
+                _acl(r.resource_type, r.resource_name, r.pattern_type, a)
+                for r in response.resources
+                for a in r.acls
+            ]
+
+        return await self._retrying(timeout, "DescribeAcls", attempt)
+
+    async def delete_acls(
+        self, filters: Sequence[AclBindingFilter], timeout: float | None = None
+    ) -> list[list[AclBinding]]:
+        """Delete what each filter selects; per filter, the ACLs deleted."""
+        request = DeleteAclsRequest(
+            filters=[
+                DeleteAclsFilter(
+                    f.resource_type,
+                    f.name,
+                    f.pattern_type,
+                    f.principal,
+                    f.host,
+                    f.operation,
+                    f.permission_type,
+                )
+                for f in filters
+            ]
+        )
+
+        async def attempt() -> list[list[AclBinding]]:
+            response = await self.client.request(BOOTSTRAP, request)
+            assert isinstance(response, DeleteAclsResponse)
+            out = []
+            for f, result in zip(filters, response.filter_results, strict=True):
+                _raise(result.error_code, f"deleting ACLs matching {f}", result.error_message)
+                out.append(
+                    [
+                        _acl(m.resource_type, m.resource_name, m.pattern_type, m)
+                        for m in result.matching_acls
+                    ]
+                )
+            return out
+
+        return await self._retrying(timeout, "DeleteAcls", attempt)
+
 
 def _source(code: int, is_default: bool) -> ConfigSource:
     if code < 0:  # DescribeConfigs v0 only says whether it is the default
@@ -799,6 +905,20 @@ def _source(code: int, is_default: bool) -> ConfigSource:
         return ConfigSource(code)
     except ValueError:
         return ConfigSource.UNKNOWN
+
+
+def _acl(
+    resource_type: int, name: str, pattern_type: int, acl: AclDescription | DeleteAclsMatchingAcl
+) -> AclBinding:
+    return AclBinding(
+        AclResourceType(resource_type),
+        name,
+        PatternType(pattern_type),
+        acl.principal,
+        acl.host,
+        AclOperation(acl.operation),
+        AclPermissionType(acl.permission_type),
+    )
 
 
 def _assignment(protocol_type: str, data: bytes) -> tuple[TopicPartition, ...]:

@@ -51,3 +51,6 @@ class AdminClient:
     list_partition_reassignments = blocking(AdminCore.list_partition_reassignments)
     describe_client_quotas = blocking(AdminCore.describe_client_quotas)
     alter_client_quotas = blocking(AdminCore.alter_client_quotas)
+    create_acls = blocking(AdminCore.create_acls)
+    describe_acls = blocking(AdminCore.describe_acls)
+    delete_acls = blocking(AdminCore.delete_acls)

@@ -163,3 +163,79 @@ class ClientQuotaFilterComponent:
     entity_type: str  # "user" or "client-id"
     match_type: QuotaMatch = QuotaMatch.EXACT
     match: str | None = None  # the name, for EXACT
+
+
+# -- ACLs ------------------------------------------------------------------------------------
+
+
+class AclResourceType(enum.IntEnum):
+    """What an ACL is on (Kafka's org.apache.kafka.common.resource.ResourceType)."""
+
+    UNKNOWN = 0
+    ANY = 1  # filters only
+    TOPIC = 2
+    GROUP = 3
+    CLUSTER = 4  # its one name is "kafka-cluster"
+    TRANSACTIONAL_ID = 5
+    DELEGATION_TOKEN = 6
+    USER = 7
+
+
+class PatternType(enum.IntEnum):
+    UNKNOWN = 0
+    ANY = 1  # filters only: any pattern type
+    MATCH = 2  # filters only: every pattern applying to the name (literal, "*", prefixes)
+    LITERAL = 3
+    PREFIXED = 4
+
+
+class AclOperation(enum.IntEnum):
+    UNKNOWN = 0
+    ANY = 1  # filters only
+    ALL = 2
+    READ = 3
+    WRITE = 4
+    CREATE = 5
+    DELETE = 6
+    ALTER = 7
+    DESCRIBE = 8
+    CLUSTER_ACTION = 9
+    DESCRIBE_CONFIGS = 10
+    ALTER_CONFIGS = 11
+    IDEMPOTENT_WRITE = 12
+    CREATE_TOKENS = 13
+    DESCRIBE_TOKENS = 14
+
+
+class AclPermissionType(enum.IntEnum):
+    UNKNOWN = 0
+    ANY = 1  # filters only
+    DENY = 2
+    ALLOW = 3
+
+
+@attrs.frozen
+class AclBinding:
+    """One ACL: `principal` ("User:alice", "User:*") from `host` ("*": any) may (ALLOW) or
+    may not (DENY) do `operation` on the resources the pattern names."""
+
+    resource_type: AclResourceType
+    name: str
+    pattern_type: PatternType
+    principal: str
+    host: str
+    operation: AclOperation
+    permission_type: AclPermissionType
+
+
+@attrs.frozen
+class AclBindingFilter:
+    """Which ACLs describe_acls lists and delete_acls removes: None and ANY match anything."""
+
+    resource_type: AclResourceType = AclResourceType.ANY
+    name: str | None = None
+    pattern_type: PatternType = PatternType.ANY
+    principal: str | None = None
+    host: str | None = None
+    operation: AclOperation = AclOperation.ANY
+    permission_type: AclPermissionType = AclPermissionType.ANY
