@@ -30,6 +30,13 @@ from typing import Any, TypeVar
 
 import attrs
 
+from gregor.broker.authorization import (
+    CLUSTER_NAME,
+    NOT_REQUESTED,
+    OPERATIONS,
+    AclOperation,
+    ResourceType,
+)
 from gregor.broker.services import Services
 from gregor.protocol.apis import REQUESTS, ApiKey, api_name
 from gregor.protocol.apis.api_versions import ApiVersion
@@ -77,6 +84,31 @@ class RequestContext:
     @property
     def connection_id(self) -> str:
         return f"{self.listener}-{self.client_host}:{self.client_port}"
+
+    def authorized(
+        self,
+        operation: AclOperation,
+        resource_type: ResourceType = ResourceType.CLUSTER,
+        name: str = CLUSTER_NAME,
+    ) -> bool:
+        """Whether this request's principal, from its host, may do `operation` on the
+        resource (the cluster when none is named); see `gregor.broker.authorization`."""
+        return self.services.authorizer.authorize(
+            self.principal, self.client_host, operation, resource_type, name
+        )
+
+    def authorized_operations(
+        self, resource_type: ResourceType, name: str = CLUSTER_NAME, requested: bool = True
+    ) -> int:
+        """The authorized-operations bitfield of a resource (Metadata, DescribeGroups,
+        DescribeCluster), or the "not requested" value."""
+        if not requested:
+            return NOT_REQUESTED
+        bits = 0
+        for operation in OPERATIONS[resource_type]:
+            if self.authorized(operation, resource_type, name):
+                bits |= 1 << operation
+        return bits
 
 
 class Later:

@@ -55,6 +55,12 @@ from gregor.storage.settings import (
 log = logging.getLogger(__name__)
 
 SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# What `authorizer.class.name` accepts: Kafka's names of its ZooKeeper authorizer, and ours.
+AUTHORIZER_CLASS_NAMES: Final = (
+    "kafka.security.authorizer.AclAuthorizer",
+    "kafka.security.auth.SimpleAclAuthorizer",
+    "gregor.broker.security.acl_authorizer.AclAuthorizer",
+)
 
 
 SERVER_ASSIGNORS = ("uniform", "range")
@@ -257,6 +263,24 @@ class BrokerConfig:
         100,
         integer(0),
         "a failed authentication is answered (and its connection closed) after this long",
+    )
+    authorizer_class_name: str = setting(
+        "authorizer.class.name",
+        "",
+        choice("", *AUTHORIZER_CLASS_NAMES),
+        "the ACL authorizer (Kafka's AclAuthorizer, by any of its names); empty: allow all",
+    )
+    super_users: str = setting(
+        "super.users",
+        "",
+        string,
+        "principals the authorizer allows everything, e.g. User:admin;User:broker",
+    )
+    allow_everyone_if_no_acl_found: bool = setting(
+        "allow.everyone.if.no.acl.found",
+        False,
+        boolean,
+        "whether a resource no ACL applies to is open to everyone",
     )
     broker_rack: str | None = setting(
         "broker.rack", None, optional_string, "the rack, for rack-aware replica placement"

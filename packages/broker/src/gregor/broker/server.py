@@ -37,6 +37,7 @@ from functools import partial
 import trio
 
 from gregor.broker.apis import load_handlers
+from gregor.broker.authorization import ALLOW_ALL
 from gregor.broker.config import BrokerConfig
 from gregor.broker.controller import Controller, ControllerSettings, controlled_shutdown
 from gregor.broker.coordinator.group import GroupConfig, GroupCoordinator
@@ -58,6 +59,7 @@ from gregor.broker.quotas import ClientQuotas
 from gregor.broker.replica_manager import ReplicaManager
 from gregor.broker.replicated_topic import ReplicatedTopic
 from gregor.broker.replication_quotas import ReplicationQuotas
+from gregor.broker.security.acl_authorizer import AclAuthorizer, parse_super_users
 from gregor.broker.services import Services
 from gregor.broker.topic_creation import TopicCreator
 from gregor.broker.topic_names import CONSUMER_OFFSETS, TRANSACTION_STATE
@@ -107,6 +109,15 @@ class Broker:
         self.transaction_coordinator = self._transaction_coordinator()
         self.txn_verifier = TxnVerifier(self._transaction_coordinator_of, self.marker_transport)
         self.topic_creator = TopicCreator(config, self.zk, lambda: self.local_logs.log_defaults)
+        self.acl_authorizer = (
+            AclAuthorizer(
+                self.zk,
+                parse_super_users(config.super_users),
+                config.allow_everyone_if_no_acl_found,
+            )
+            if config.authorizer_class_name
+            else None
+        )
         self.services = Services(
             config=config,
             metrics=self.metrics,
@@ -121,6 +132,7 @@ class Broker:
             producer_ids=self.producer_ids,
             quotas=self.quotas,
             replication_quotas=self.replication_quotas,
+            authorizer=self.acl_authorizer or ALLOW_ALL,
             controller=lambda: self.controller,
             cluster_id=lambda: self.cluster_id,
             broker_epoch=lambda: self.broker_epoch,
@@ -227,6 +239,8 @@ class Broker:
             async with trio.open_nursery() as nursery:
                 # Every topic's and broker's dynamic config first: logs open with them.
                 await nursery.start(self.config_listener.run)
+                if self.acl_authorizer is not None:  # every ACL, before any request
+                    await nursery.start(self.acl_authorizer.run)
                 log_manager = await trio.to_thread.run_sync(
                     partial(self.local_logs.open_manager, self.cluster_id)
                 )

@@ -14,6 +14,7 @@ from typing import Protocol
 
 import attrs
 
+from gregor.broker.authorization import Authorizer
 from gregor.broker.config import BrokerConfig
 from gregor.broker.controller.deletion import TopicDeletionManager
 from gregor.broker.controller.events import ApiError, ElectionType
@@ -67,6 +68,7 @@ class Services:
     txn_verifier: TxnVerifier
     quotas: ClientQuotas
     replication_quotas: ReplicationQuotas
+    authorizer: Authorizer
     _controller: Callable[[], ControllerAdmin]
     _cluster_id: Callable[[], str]
     _broker_epoch: Callable[[], int]

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, TypeVar
 import attrs
 
 from gregor.broker.apis import RequestContext, handles
+from gregor.broker.authorization import AclOperation, ResourceType
 from gregor.broker.config import DYNAMIC_BROKER_CONFIGS, REPLICATION_THROTTLES, SERVER_SETTINGS
 from gregor.broker.topic_names import validate_topic_name
 from gregor.broker.zk import znodes
@@ -46,10 +47,12 @@ from gregor.protocol.apis.incremental_alter_configs import (
     IncrementalAlterConfigsResponse,
 )
 from gregor.protocol.errors import (
+    ClusterAuthorizationFailedError,
     ErrorCode,
     InvalidConfigError,
     InvalidRequestError,
     KafkaError,
+    TopicAuthorizationFailedError,
     UnknownTopicOrPartitionError,
 )
 from gregor.storage.config import SERVER_SYNONYMS, TOPIC_SETTINGS, LogConfig
@@ -188,6 +191,17 @@ def _result_entry(
     )
 
 
+def _check_access(
+    ctx: RequestContext, operation: AclOperation, resource_type: int, name: str
+) -> None:
+    """Topics need the operation on the topic, brokers (and their loggers) on the cluster."""
+    if resource_type == TOPIC:
+        if not ctx.authorized(operation, ResourceType.TOPIC, name):
+            raise TopicAuthorizationFailedError(f"Topic authorization failed for {name}.")
+    elif resource_type in (BROKER, BROKER_LOGGER) and not ctx.authorized(operation):
+        raise ClusterAuthorizationFailedError("Cluster authorization failed.")
+
+
 @handles(ApiKey.DESCRIBE_CONFIGS, "0-4")
 async def describe_configs(
     ctx: RequestContext, request: DescribeConfigsRequest, version: int
@@ -200,6 +214,9 @@ async def describe_configs(
             resource_type=resource.resource_type, resource_name=resource.resource_name
         )
         try:
+            _check_access(
+                ctx, AclOperation.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name
+            )
             entries = await _describe(
                 services, resource.resource_type, resource.resource_name, own, default
             )
@@ -334,6 +351,9 @@ async def alter_configs(
     services = ctx.services
 
     async def alter(resource: AlterConfigsResource) -> None:
+        _check_access(
+            ctx, AclOperation.ALTER_CONFIGS, resource.resource_type, resource.resource_name
+        )
         config = {c.name: c.value for c in resource.configs if c.value is not None}
         await _alter(
             services, resource.resource_type, resource.resource_name, config, request.validate_only
@@ -364,6 +384,9 @@ async def incremental_alter_configs(
     services = ctx.services
 
     async def alter(resource: IncrementalResource) -> None:
+        _check_access(
+            ctx, AclOperation.ALTER_CONFIGS, resource.resource_type, resource.resource_name
+        )
         await _incremental(services, resource, request.validate_only)
 
     results = await _per_resource(request.resources, IncrementalResult, alter)

@@ -7,13 +7,14 @@ that is not the controller answers NOT_CONTROLLER, and the stopping broker asks 
 from __future__ import annotations
 
 from gregor.broker.apis import RequestContext, handles
+from gregor.broker.authorization import AclOperation
 from gregor.protocol.apis import ApiKey
 from gregor.protocol.apis.controlled_shutdown import (
     ControlledShutdownRequest,
     ControlledShutdownResponse,
     RemainingPartition,
 )
-from gregor.protocol.errors import KafkaError
+from gregor.protocol.errors import ErrorCode, KafkaError
 
 UNKNOWN_BROKER_EPOCH = -1
 
@@ -22,6 +23,8 @@ UNKNOWN_BROKER_EPOCH = -1
 async def controlled_shutdown(
     ctx: RequestContext, request: ControlledShutdownRequest, version: int
 ) -> ControlledShutdownResponse:
+    if not ctx.authorized(AclOperation.CLUSTER_ACTION):
+        return ControlledShutdownResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     epoch = request.broker_epoch if version >= 2 else UNKNOWN_BROKER_EPOCH
     try:
         remaining = await ctx.services.controller.controlled_shutdown(request.broker_id, epoch)

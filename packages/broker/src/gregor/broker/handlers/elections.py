@@ -10,6 +10,7 @@ no election are left out of the answer, as Kafka does.
 from __future__ import annotations
 
 from gregor.broker.apis import RequestContext, handles
+from gregor.broker.authorization import AclOperation
 from gregor.broker.controller import ApiError, ElectionType
 from gregor.broker.zk import TopicPartition
 from gregor.broker.zk.znodes import group_by_topic
@@ -29,6 +30,8 @@ async def elect_leaders(
 ) -> ElectLeadersResponse:
     services = ctx.services
     cache = services.metadata_cache
+    if not ctx.authorized(AclOperation.ALTER):
+        return ElectLeadersResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if request.topic_partitions is None:
         partitions = {
             TopicPartition(topic, p)

@@ -10,6 +10,7 @@ FETCH_SESSION_ID_NOT_FOUND.
 from __future__ import annotations
 
 from gregor.broker.apis import Later, RequestContext, handles
+from gregor.broker.authorization import AclOperation, ResourceType
 from gregor.broker.replica_manager import FetchParams, FetchPartition, FetchResult
 from gregor.protocol.apis import ApiKey
 from gregor.protocol.apis.fetch import (
@@ -62,22 +63,36 @@ async def fetch(ctx: RequestContext, request: FetchRequest, version: int) -> Fet
         for topic in request.topics
         for p in topic.partitions
     ]
+    # A follower needs CLUSTER_ACTION, a consumer READ on each topic.
+    if from_follower:
+        allowed = ctx.authorized(AclOperation.CLUSTER_ACTION)
+        denied = set() if allowed else {w.topic for w in wanted}
+    else:
+        denied = {
+            t
+            for t in {w.topic for w in wanted}
+            if not ctx.authorized(AclOperation.READ, ResourceType.TOPIC, t)
+        }
+    refused = [w for w in wanted if w.topic in denied] if denied else []
+    if denied:
+        wanted = [w for w in wanted if w.topic not in denied]
     manager = ctx.services.replica_manager
-    results = manager.fetch_now(params, wanted)
+    results = manager.fetch_now(params, wanted) if wanted else []
     if results is None:
         # A long poll: the connection's next requests are handled meanwhile.
         async def waited() -> FetchResponse:
             later = await manager.fetch_later(params, wanted)
-            return _response(ctx, wanted, later, version, request.replica_id)
+            return _response(ctx, wanted, later, refused, version, request.replica_id)
 
         return Later(waited)
-    return _response(ctx, wanted, results, version, request.replica_id)
+    return _response(ctx, wanted, results, refused, version, request.replica_id)
 
 
 def _response(
     ctx: RequestContext,
     wanted: list[FetchPartition],
     results: list[FetchResult],
+    refused: list[FetchPartition],
     version: int,
     replica_id: int,
 ) -> FetchResponse:
@@ -85,8 +100,12 @@ def _response(
     response = FetchResponse(session_id=0)
     topics: dict[str, FetchableTopicResponse] = {}
     metrics = ctx.services.metrics
-    for asked, result in zip(wanted, results, strict=True):
-        data = _partition_data(ctx, asked, result, version, from_follower)
+    denied = [(w, None) for w in refused]
+    for asked, result in [*zip(wanted, results, strict=True), *denied]:
+        if result is None:
+            data = _error(asked, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        else:
+            data = _partition_data(ctx, asked, result, version, from_follower)
         records = data.records
         if from_follower:
             _throttle_replication(ctx, asked, data, replica_id)

@@ -10,6 +10,7 @@ request may ask about several keys.
 from __future__ import annotations
 
 from gregor.broker.apis import RequestContext, handles
+from gregor.broker.authorization import AclOperation, ResourceType
 from gregor.broker.coordinator.partitioning import partition_for
 from gregor.broker.metadata_cache import NO_LEADER
 from gregor.broker.topic_names import CONSUMER_OFFSETS, TRANSACTION_STATE
@@ -41,9 +42,13 @@ async def _lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[int, tu
     services = ctx.services
     cache = services.metadata_cache
     if key_type == GROUP:
+        if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, key):
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED, NO_NODE
         topic = CONSUMER_OFFSETS
         partition = services.group_coordinator.partition_for(key)
     elif key_type == TRANSACTION:
+        if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, NO_NODE
         topic = TRANSACTION_STATE
         count = cache.partition_count(topic) or services.config.transaction_state_log_num_partitions
         partition = partition_for(key, count)

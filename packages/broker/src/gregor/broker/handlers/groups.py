@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterable, Mapping
 
 from gregor.broker.apis import RequestContext, handles
-from gregor.broker.authorization import NOT_REQUESTED, AclOperation, operations_bitfield
+from gregor.broker.authorization import AclOperation, ResourceType
 from gregor.broker.coordinator.group import zk_offsets
 from gregor.broker.coordinator.group.group import TopicPartition
 from gregor.broker.coordinator.group.manager import java_length
@@ -73,21 +73,27 @@ from gregor.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
-GROUP_AUTHORIZED = operations_bitfield(
-    (
-        AclOperation.READ,
-        AclOperation.DESCRIBE,
-        AclOperation.DELETE,
-        AclOperation.DESCRIBE_CONFIGS,
-        AclOperation.ALTER_CONFIGS,
-    )
-)
+GROUP_REFUSED = ErrorCode.GROUP_AUTHORIZATION_FAILED
 NO_TIMESTAMP = -1
 NO_LEADER_EPOCH = -1
 
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _group_allowed(
+    ctx: RequestContext, group_id: str, operation: AclOperation = AclOperation.READ
+) -> bool:
+    return ctx.authorized(operation, ResourceType.GROUP, group_id)
+
+
+def _topics_refused(
+    ctx: RequestContext, partitions: Iterable[TopicPartition], operation: AclOperation
+) -> set[str]:
+    """The topics among `partitions` the principal may not do `operation` on."""
+    topics = {topic for topic, _ in partitions}
+    return {t for t in topics if not ctx.authorized(operation, ResourceType.TOPIC, t)}
 
 
 def _client_host(ctx: RequestContext) -> str:
@@ -101,6 +107,10 @@ def _client_host(ctx: RequestContext) -> str:
 async def join_group(
     ctx: RequestContext, request: JoinGroupRequest, version: int
 ) -> JoinGroupResponse:
+    if not _group_allowed(ctx, request.group_id):
+        return JoinGroupResponse(
+            error_code=GROUP_REFUSED, protocol_name="" if version < 7 else None
+        )
     join = JoinRequest(
         group_id=request.group_id,
         member_id=request.member_id,
@@ -148,6 +158,8 @@ async def sync_group(
 ) -> SyncGroupResponse:
     if version >= 5 and (request.protocol_type is None or request.protocol_name is None):
         return SyncGroupResponse(error_code=ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+    if not _group_allowed(ctx, request.group_id):
+        return SyncGroupResponse(error_code=GROUP_REFUSED)
     reply: Reply[SyncResult] = Reply()
     ctx.services.group_coordinator.handle_sync_group(
         request.group_id,
@@ -172,6 +184,8 @@ async def sync_group(
 async def heartbeat(
     ctx: RequestContext, request: HeartbeatRequest, version: int
 ) -> HeartbeatResponse:
+    if not _group_allowed(ctx, request.group_id):
+        return HeartbeatResponse(error_code=GROUP_REFUSED)
     error = ctx.services.group_coordinator.handle_heartbeat(
         request.group_id, request.member_id, request.group_instance_id, request.generation_id
     )
@@ -182,6 +196,8 @@ async def heartbeat(
 async def leave_group(
     ctx: RequestContext, request: LeaveGroupRequest, version: int
 ) -> LeaveGroupResponse:
+    if not _group_allowed(ctx, request.group_id):
+        return LeaveGroupResponse(error_code=GROUP_REFUSED)
     leaving: list[tuple[str, str | None, str | None]]
     if version < 3:
         leaving = [(request.member_id, None, None)]
@@ -246,7 +262,15 @@ async def offset_commit(
                 else p.commit_timestamp,
                 expire_timestamp_ms=expire,
             )
-    known, errors = _known_partitions(ctx, offsets)
+    if not _group_allowed(ctx, request.group_id):
+        known: list[TopicPartition] = []
+        errors = dict.fromkeys(offsets, int(GROUP_REFUSED))
+    else:
+        refused = _topics_refused(ctx, offsets, AclOperation.READ)
+        known, errors = _known_partitions(ctx, (tp for tp in offsets if tp[0] not in refused))
+        errors.update(
+            (tp, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for tp in offsets if tp[0] in refused
+        )
     if known and version == 0:
         errors.update(
             await _commit_to_zookeeper(ctx, request.group_id, {tp: offsets[tp] for tp in known})
@@ -300,16 +324,15 @@ async def offset_fetch(
 ) -> OffsetFetchResponse:
     if version == 0:
         return await _fetch_from_zookeeper(ctx, request)
-    coordinator = ctx.services.group_coordinator
     if version < 8:
         partitions = (
             None
             if request.topics is None
             else [(t.name, p) for t in request.topics for p in t.partition_indexes]
         )
-        error, found = coordinator.offsets.fetch(
-            request.group_id, request.require_stable, partitions
-        )
+        error, found = _fetch_offsets(ctx, request.group_id, request.require_stable, partitions)
+        if error == GROUP_REFUSED and version < 2:  # no top-level error: every partition's
+            found = {tp: FetchedOffset(error=GROUP_REFUSED) for tp in partitions or ()}
         topics = [
             OffsetFetchResponseTopic(
                 name,
@@ -330,8 +353,8 @@ async def offset_fetch(
             if group.member_epoch < 0 and not group.member_id
             else (group.member_id or "", group.member_epoch)
         )
-        error, found = coordinator.offsets.fetch(
-            group.group_id, request.require_stable, partitions, member
+        error, found = _fetch_offsets(
+            ctx, group.group_id, request.require_stable, partitions, member
         )
         groups.append(
             OffsetFetchResponseGroup(
@@ -358,6 +381,29 @@ async def offset_fetch(
     return OffsetFetchResponse(groups=groups)
 
 
+def _fetch_offsets(
+    ctx: RequestContext,
+    group_id: str,
+    require_stable: bool,
+    partitions: list[TopicPartition] | None,
+    member: tuple[str, int] | None = None,
+) -> tuple[int, dict[TopicPartition, FetchedOffset]]:
+    """A group's committed offsets, as far as the principal may see them: DESCRIBE on the
+    group, and on each topic (named topics refused, the others left out of "all")."""
+    if not _group_allowed(ctx, group_id, AclOperation.DESCRIBE):
+        return GROUP_REFUSED, {}
+    offsets = ctx.services.group_coordinator.offsets
+    if partitions is None:
+        error, found = offsets.fetch(group_id, require_stable, None, member)
+        refused = _topics_refused(ctx, found, AclOperation.DESCRIBE)
+        return error, {tp: f for tp, f in found.items() if tp[0] not in refused}
+    refused = _topics_refused(ctx, partitions, AclOperation.DESCRIBE)
+    allowed = [tp for tp in partitions if tp[0] not in refused]
+    error, found = offsets.fetch(group_id, require_stable, allowed, member) if allowed else (0, {})
+    denied = FetchedOffset(error=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    return error, {tp: found[tp] if tp[0] not in refused else denied for tp in partitions}
+
+
 def _leader_epoch(found: FetchedOffset) -> int:
     return NO_LEADER_EPOCH if found.leader_epoch is None else found.leader_epoch
 
@@ -373,11 +419,17 @@ async def _fetch_from_zookeeper(
 ) -> OffsetFetchResponse:
     cache = ctx.services.metadata_cache
     topics = []
+    group_allowed = _group_allowed(ctx, request.group_id, AclOperation.DESCRIBE)
     for topic in request.topics or ():
         answers = []
+        allowed = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name)
         for index in topic.partition_indexes:
             found = FetchedOffset(error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            if cache.partition(topic.name, index) is not None:
+            if not group_allowed:
+                found = FetchedOffset(error=GROUP_REFUSED)
+            elif not allowed:
+                found = FetchedOffset(error=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            elif cache.partition(topic.name, index) is not None:
                 try:
                     offset = await zk_offsets.fetch_offset(
                         ctx.services.zk, request.group_id, topic.name, index
@@ -398,7 +450,13 @@ async def offset_delete(
     ctx: RequestContext, request: OffsetDeleteRequest, version: int
 ) -> OffsetDeleteResponse:
     requested = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    known, errors = _known_partitions(ctx, requested)
+    if not _group_allowed(ctx, request.group_id, AclOperation.DELETE):
+        return OffsetDeleteResponse(error_code=GROUP_REFUSED)
+    refused = _topics_refused(ctx, requested, AclOperation.READ)
+    known, errors = _known_partitions(ctx, (tp for tp in requested if tp[0] not in refused))
+    errors.update(
+        (tp, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for tp in requested if tp[0] in refused
+    )
     error, results = ctx.services.group_coordinator.offsets.delete(request.group_id, known)
     if error != ErrorCode.NONE:
         return OffsetDeleteResponse(error_code=error)
@@ -423,6 +481,8 @@ async def list_groups(
     error, groups = ctx.services.group_coordinator.admin.list_groups(
         request.states_filter, request.types_filter
     )
+    if not ctx.authorized(AclOperation.DESCRIBE):  # else only the groups it may describe
+        groups = [g for g in groups if _group_allowed(ctx, g.group_id, AclOperation.DESCRIBE)]
     return ListGroupsResponse(
         error_code=error,
         groups=[ListedGroup(g.group_id, g.protocol_type, g.state, g.group_type) for g in groups],
@@ -436,11 +496,14 @@ async def describe_groups(
     coordinator = ctx.services.group_coordinator
     described = []
     for group_id in request.groups:
+        if not _group_allowed(ctx, group_id, AclOperation.DESCRIBE):
+            described.append(DescribedGroup(error_code=GROUP_REFUSED, group_id=group_id))
+            continue
         summary = coordinator.admin.describe_group(group_id)
-        ops = (
-            GROUP_AUTHORIZED
-            if request.include_authorized_operations and summary.error == ErrorCode.NONE
-            else NOT_REQUESTED
+        ops = ctx.authorized_operations(
+            ResourceType.GROUP,
+            group_id,
+            request.include_authorized_operations and summary.error == ErrorCode.NONE,
         )
         described.append(
             DescribedGroup(
@@ -470,7 +533,11 @@ async def describe_groups(
 async def delete_groups(
     ctx: RequestContext, request: DeleteGroupsRequest, version: int
 ) -> DeleteGroupsResponse:
-    results = ctx.services.group_coordinator.admin.delete_groups(request.groups_names)
+    allowed = [g for g in request.groups_names if _group_allowed(ctx, g, AclOperation.DELETE)]
+    results = ctx.services.group_coordinator.admin.delete_groups(allowed) if allowed else {}
     return DeleteGroupsResponse(
-        results=[DeletableGroupResult(group_id, error) for group_id, error in results.items()]
+        results=[
+            DeletableGroupResult(group_id, results.get(group_id, GROUP_REFUSED))
+            for group_id in dict.fromkeys(request.groups_names)
+        ]
     )

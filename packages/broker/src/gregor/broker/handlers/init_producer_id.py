@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 
 from gregor.broker.apis import RequestContext, handles
+from gregor.broker.authorization import AclOperation, ResourceType
 from gregor.broker.handlers.transactions import fenced_as
 from gregor.protocol.apis import ApiKey
 from gregor.protocol.apis.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
@@ -38,6 +39,10 @@ async def init_producer_id(
     if request.transactional_id == "":
         return _error(ErrorCode.INVALID_REQUEST)
     if request.transactional_id is not None:
+        if not ctx.authorized(
+            AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
+        ):
+            return _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         result = await ctx.services.transaction_coordinator.init_producer_id(
             request.transactional_id,
             request.transaction_timeout_ms,
@@ -49,6 +54,13 @@ async def init_producer_id(
             producer_id=result.producer_id,
             producer_epoch=result.producer_epoch,
         )
+    # Idempotence needs IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (KIP-679).
+    if not ctx.authorized(
+        AclOperation.IDEMPOTENT_WRITE
+    ) and not ctx.services.authorizer.authorize_any(
+        ctx.principal, ctx.client_host, AclOperation.WRITE, ResourceType.TOPIC
+    ):
+        return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     try:
         producer_id = await ctx.services.producer_ids.next_id()
     except Exception as exc:

@@ -9,7 +9,7 @@ leaders), the brokers that have an endpoint on the listener the request came in 
 from __future__ import annotations
 
 from gregor.broker.apis import RequestContext, handles
-from gregor.broker.authorization import CLUSTER_AUTHORIZED, NOT_REQUESTED, TOPIC_AUTHORIZED
+from gregor.broker.authorization import AclOperation, ResourceType
 from gregor.broker.metadata_cache import ZERO_UUID
 from gregor.broker.topic_names import is_internal, validate_topic_name
 from gregor.protocol.apis import ApiKey
@@ -35,20 +35,31 @@ async def metadata(ctx: RequestContext, request: MetadataRequest, version: int) 
         controller_id=cache.controller_id,
     )
     if version >= 8 and version <= 10 and request.include_cluster_authorized_operations:
-        response.cluster_authorized_operations = CLUSTER_AUTHORIZED
-    topic_ops = TOPIC_AUTHORIZED if request.include_topic_authorized_operations else NOT_REQUESTED
+        response.cluster_authorized_operations = ctx.authorized_operations(ResourceType.CLUSTER)
+    topic_ops = request.include_topic_authorized_operations
 
+    def describable(name: str) -> bool:
+        return ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+
+    # Topics the principal may not describe: left out of "all topics", refused when named.
+    refused: set[str] = set()
     requested = request.topics
     if requested is None or (version == 0 and not requested):
-        names = cache.topics()
+        names = [n for n in cache.topics() if describable(n)]
         unknown_ids: list[MetadataResponseTopic] = []
     else:
         names, unknown_ids = _requested_names(ctx, request)
+        refused = {n for n in names if not describable(n)}
     allow_create = (version < 4 or request.allow_auto_topic_creation) and (
         services.config.auto_create_topics_enable
     )
-    missing = [n for n in names if not cache.contains_topic(n)]
-    errors: dict[str, int] = {}
+    missing = [n for n in names if n not in refused and not cache.contains_topic(n)]
+    if allow_create and missing and not ctx.authorized(AclOperation.CREATE):
+        refused.update(
+            n for n in missing if not ctx.authorized(AclOperation.CREATE, ResourceType.TOPIC, n)
+        )
+        missing = [n for n in missing if n not in refused]
+    errors: dict[str, int] = dict.fromkeys(refused, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     creatable = []
     for name in missing:
         try:
@@ -70,13 +81,12 @@ async def metadata(ctx: RequestContext, request: MetadataRequest, version: int) 
             error_unavailable_endpoints=version == 0,
             error_unavailable_listeners=version >= 6,
         )
-        if partitions is None:
+        if partitions is None or name in refused:
             response.topics.append(
                 MetadataResponseTopic(
                     error_code=errors.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                     name=name,
                     is_internal=is_internal(name),
-                    topic_authorized_operations=topic_ops,
                 )
             )
         else:
@@ -86,7 +96,9 @@ async def metadata(ctx: RequestContext, request: MetadataRequest, version: int) 
                     topic_id=cache.topic_id(name),
                     is_internal=is_internal(name),
                     partitions=partitions,
-                    topic_authorized_operations=topic_ops,
+                    topic_authorized_operations=ctx.authorized_operations(
+                        ResourceType.TOPIC, name, topic_ops
+                    ),
                 )
             )
     response.topics.extend(unknown_ids)
@@ -134,7 +146,7 @@ async def describe_cluster(
             DescribeClusterBroker(node.id, node.host, node.port, node.rack)
             for node in cache.alive_nodes(ctx.listener)
         ],
-        cluster_authorized_operations=(
-            CLUSTER_AUTHORIZED if request.include_cluster_authorized_operations else NOT_REQUESTED
+        cluster_authorized_operations=ctx.authorized_operations(
+            ResourceType.CLUSTER, requested=request.include_cluster_authorized_operations
         ),
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from gregor.broker.apis import RequestContext, handles
+from gregor.broker.authorization import AclOperation, ResourceType
 from gregor.protocol.apis import ApiKey
 from gregor.protocol.apis.delete_records import (
     DeleteRecordsPartitionResult,
@@ -56,9 +57,13 @@ async def list_offsets(
     response = ListOffsetsResponse()
     for topic in request.topics:
         answers = []
+        allowed = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name)
         for asked in topic.partitions:
             answer = ListOffsetsPartitionResponse(partition_index=asked.partition_index)
             answers.append(answer)
+            if not allowed:
+                answer.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if (topic.name, asked.partition_index) in duplicates:
                 answer.error_code = ErrorCode.INVALID_REQUEST
                 continue
@@ -88,11 +93,19 @@ async def offset_for_leader_epoch(
 ) -> OffsetForLeaderEpochResponse:
     manager = ctx.services.replica_manager
     response = OffsetForLeaderEpochResponse()
+    # Brokers ask with CLUSTER_ACTION, consumers (KIP-320) with DESCRIBE on the topic.
+    cluster_action = ctx.authorized(AclOperation.CLUSTER_ACTION)
     for topic in request.topics:
         answers = []
+        allowed = cluster_action or ctx.authorized(
+            AclOperation.DESCRIBE, ResourceType.TOPIC, topic.topic
+        )
         for asked in topic.partitions:
             answer = EpochEndOffset(partition=asked.partition)
             answers.append(answer)
+            if not allowed:
+                answer.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             try:
                 partition = manager.partition_or_error(topic.topic, asked.partition)
                 found = partition.end_offset_for_epoch(
@@ -112,10 +125,19 @@ async def delete_records(
     ctx: RequestContext, request: DeleteRecordsRequest, version: int
 ) -> DeleteRecordsResponse:
     offsets: dict[tuple[str, int], int] = {}
+    results: dict[tuple[str, int], tuple[int, int]] = {}
     for topic in request.topics:
+        allowed = ctx.authorized(AclOperation.DELETE, ResourceType.TOPIC, topic.name)
         for asked in topic.partitions:
-            offsets[(topic.name, asked.partition_index)] = asked.offset
-    results = await ctx.services.replica_manager.delete_records(offsets, request.timeout_ms)
+            key = (topic.name, asked.partition_index)
+            if allowed:
+                offsets[key] = asked.offset
+            else:
+                results[key] = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1)
+    if offsets:
+        results.update(
+            await ctx.services.replica_manager.delete_records(offsets, request.timeout_ms)
+        )
     by_topic: dict[str, list[DeleteRecordsPartitionResult]] = {}
     for (name, index), (error, low) in results.items():
         by_topic.setdefault(name, []).append(DeleteRecordsPartitionResult(index, low, error))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 
 from gregor.broker.apis import CloseConnection, Later, RequestContext, handles
+from gregor.broker.authorization import AclOperation, ResourceType
 from gregor.broker.replica_manager import ProduceResult
 from gregor.protocol.apis import ApiKey
 from gregor.protocol.apis.produce import (
@@ -78,9 +79,22 @@ async def produce(
 ) -> ProduceResponse | Later | None:
     entries = {}
     invalid: dict[tuple[str, int], ProduceResult] = {}
+    txn_refused = request.transactional_id is not None and not ctx.authorized(
+        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
+    )
     for topic in request.topic_data:
+        refused = (
+            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            if txn_refused
+            else None
+            if ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, topic.name)
+            else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        )
         for data in topic.partition_data:
             key = (topic.name, data.index)
+            if refused is not None:
+                invalid[key] = ProduceResult(refused)
+                continue
             try:
                 entries[key] = check_records(data.records, version)
             except KafkaError as exc:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from gregor.broker.apis import RequestContext, handles
+from gregor.broker.authorization import AclOperation
 from gregor.broker.controller import ApiError
 from gregor.broker.zk import TopicPartition
 from gregor.broker.zk.znodes import group_by_topic
@@ -20,12 +21,17 @@ from gregor.protocol.apis.list_partition_reassignments import (
     OngoingPartitionReassignment,
     OngoingTopicReassignment,
 )
+from gregor.protocol.errors import ErrorCode
 
 
 @handles(ApiKey.ALTER_PARTITION_REASSIGNMENTS, "0")
 async def alter_partition_reassignments(
     ctx: RequestContext, request: AlterPartitionReassignmentsRequest, version: int
 ) -> AlterPartitionReassignmentsResponse:
+    if not ctx.authorized(AclOperation.ALTER):
+        return AlterPartitionReassignmentsResponse(
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        )
     wanted: dict[TopicPartition, list[int] | None] = {
         TopicPartition(t.name, p.partition_index): (
             None if p.replicas is None else list(p.replicas)
@@ -52,6 +58,8 @@ async def alter_partition_reassignments(
 async def list_partition_reassignments(
     ctx: RequestContext, request: ListPartitionReassignmentsRequest, version: int
 ) -> ListPartitionReassignmentsResponse:
+    if not ctx.authorized(AclOperation.DESCRIBE):
+        return ListPartitionReassignmentsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     partitions = (
         None
         if request.topics is None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 
 from gregor.broker.apis import RequestContext, handles
+from gregor.broker.authorization import AclOperation
 from gregor.protocol.apis import ApiKey, api_name
 from gregor.protocol.apis.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
 from gregor.protocol.apis.stop_replica import StopReplicaRequest, StopReplicaResponse
@@ -38,6 +39,8 @@ def broker_epoch_is_stale(ctx: RequestContext, request_epoch: int) -> bool:
 async def leader_and_isr(
     ctx: RequestContext, request: LeaderAndIsrRequest, version: int
 ) -> LeaderAndIsrResponse:
+    if not ctx.authorized(AclOperation.CLUSTER_ACTION):
+        return LeaderAndIsrResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if broker_epoch_is_stale(ctx, request.broker_epoch):
         return LeaderAndIsrResponse(error_code=ErrorCode.STALE_BROKER_EPOCH)
     services = ctx.services
@@ -51,6 +54,8 @@ async def leader_and_isr(
 async def update_metadata(
     ctx: RequestContext, request: UpdateMetadataRequest, version: int
 ) -> UpdateMetadataResponse:
+    if not ctx.authorized(AclOperation.CLUSTER_ACTION):
+        return UpdateMetadataResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if broker_epoch_is_stale(ctx, request.broker_epoch):
         return UpdateMetadataResponse(error_code=ErrorCode.STALE_BROKER_EPOCH)
     return UpdateMetadataResponse(error_code=ctx.services.replica_manager.update_metadata(request))
@@ -60,6 +65,8 @@ async def update_metadata(
 async def stop_replica(
     ctx: RequestContext, request: StopReplicaRequest, version: int
 ) -> StopReplicaResponse:
+    if not ctx.authorized(AclOperation.CLUSTER_ACTION):
+        return StopReplicaResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if broker_epoch_is_stale(ctx, request.broker_epoch):
         return StopReplicaResponse(error_code=ErrorCode.STALE_BROKER_EPOCH)
     return ctx.services.replica_manager.stop_replicas(request, version)

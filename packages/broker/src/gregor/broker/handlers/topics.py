@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from gregor.broker.apis import RequestContext, handles
+from gregor.broker.authorization import AclOperation, ResourceType
 from gregor.broker.controller.admin import NewTopic, TopicAdmin
 from gregor.broker.handlers.configs import describe_topic, dynamic_broker_configs
 from gregor.broker.metadata_cache import NO_LEADER, ZERO_UUID
@@ -96,6 +97,10 @@ async def _await_done(
             result.error_message = None
 
 
+def _topic_allowed(ctx: RequestContext, operation: AclOperation, topic: str) -> bool:
+    return ctx.authorized(operation, ResourceType.TOPIC, topic)
+
+
 @handles(ApiKey.CREATE_TOPICS, "0-7")
 async def create_topics(
     ctx: RequestContext, request: CreateTopicsRequest, version: int
@@ -111,10 +116,15 @@ async def create_topics(
     waiting: set[tuple[str, int]] = set()
     created: list[CreatableTopicResult] = []
     own, default = await dynamic_broker_configs(services)
+    cluster_create = ctx.authorized(AclOperation.CREATE)
     for topic, result in zip(request.topics, results, strict=True):
         if counts[topic.name] > 1:
             result.error_code = ErrorCode.INVALID_REQUEST
             result.error_message = "Found multiple entries for this topic."
+            continue
+        if not cluster_create and not _topic_allowed(ctx, AclOperation.CREATE, topic.name):
+            result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            result.error_message = "Authorization failed."
             continue
         new = NewTopic(
             topic.name,
@@ -177,6 +187,9 @@ async def delete_topics(
             if result.name is None:
                 result.error_code = ErrorCode.UNKNOWN_TOPIC_ID
                 continue
+        if result.name is not None and not _topic_allowed(ctx, AclOperation.DELETE, result.name):
+            result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            continue
         if result.name is None or not cache.contains_topic(result.name):
             result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             continue
@@ -214,6 +227,10 @@ async def create_partitions(
         if counts[topic.name] > 1:
             result.error_code = ErrorCode.INVALID_REQUEST
             result.error_message = "Duplicate topic in request."
+            continue
+        if not _topic_allowed(ctx, AclOperation.ALTER, topic.name):
+            result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            result.error_message = "The topic authorization is failed."
             continue
         if services.controller.deletion.is_queued(topic.name):
             result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION

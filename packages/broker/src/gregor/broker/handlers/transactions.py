@@ -16,6 +16,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from gregor.broker.apis import RequestContext, handles
+from gregor.broker.authorization import AclOperation, ResourceType
 from gregor.broker.coordinator.group.offsets import OffsetAndMetadata
 from gregor.broker.coordinator.group.results import Reply
 from gregor.broker.coordinator.transaction.state import STATE_BY_NAME, TopicPartition
@@ -58,6 +59,10 @@ def fenced_as(version: int, first_with_fenced: int, error: int) -> int:
     return error
 
 
+def txn_allowed(ctx: RequestContext, transactional_id: str) -> bool:
+    return ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
+
+
 def by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
     out: dict[str, list[int]] = defaultdict(list)
     for topic, partition in partitions:
@@ -84,18 +89,22 @@ async def _add_partitions(
     verify_only: bool,
 ) -> dict[TopicPartition, int]:
     wanted = [(t.name, p) for t in topics for p in t.partitions]
+    if not txn_allowed(ctx, transactional_id):
+        return dict.fromkeys(wanted, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     cache = ctx.services.metadata_cache
-    unknown = {
-        tp for tp in wanted if not cache.contains_topic(tp[0]) or cache.partition(*tp) is None
+    refused = {
+        t.name for t in topics if not ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, t.name)
     }
-    if unknown:
+    bad = {
+        tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        if tp[0] in refused
+        else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        for tp in wanted
+        if tp[0] in refused or not cache.contains_topic(tp[0]) or cache.partition(*tp) is None
+    }
+    if bad:
         # Nothing is added when one partition is bad (Kafka's answer).
-        return {
-            tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            if tp in unknown
-            else ErrorCode.OPERATION_NOT_ATTEMPTED
-            for tp in wanted
-        }
+        return {tp: bad.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in wanted}
     coordinator = ctx.services.transaction_coordinator
     if verify_only:
         return coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, wanted)
@@ -118,6 +127,8 @@ async def add_partitions_to_txn(
         )
         errors = {tp: fenced_as(version, 2, e) for tp, e in errors.items()}
         return AddPartitionsToTxnResponse(results_by_topic_v3_and_below=_topic_results(errors))
+    if not ctx.authorized(AclOperation.CLUSTER_ACTION):  # v4+: brokers verifying
+        return AddPartitionsToTxnResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     results = []
     for txn in request.transactions:
         errors = await _add_partitions(
@@ -136,6 +147,10 @@ async def add_partitions_to_txn(
 async def add_offsets_to_txn(
     ctx: RequestContext, request: AddOffsetsToTxnRequest, version: int
 ) -> AddOffsetsToTxnResponse:
+    if not txn_allowed(ctx, request.transactional_id):
+        return AddOffsetsToTxnResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return AddOffsetsToTxnResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     # The group's offsets partition joins the transaction: its marker makes the offsets of
     # TxnOffsetCommit visible (or drops them).
     partition = ctx.services.group_coordinator.partition_for(request.group_id)
@@ -150,6 +165,8 @@ async def add_offsets_to_txn(
 
 @handles(ApiKey.END_TXN, "0-3")
 async def end_txn(ctx: RequestContext, request: EndTxnRequest, version: int) -> EndTxnResponse:
+    if not txn_allowed(ctx, request.transactional_id):
+        return EndTxnResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     error = await ctx.services.transaction_coordinator.end_transaction(
         request.transactional_id,
         request.producer_id,
@@ -175,9 +192,20 @@ async def txn_offset_commit(
         for p in topic.partitions
     }
     cache = ctx.services.metadata_cache
-    errors: dict[tuple[str, int], int] = {
-        tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for tp in offsets if cache.partition(*tp) is None
-    }
+    if not txn_allowed(ctx, request.transactional_id):
+        refused: int | None = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        refused = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    else:
+        refused = None
+    errors: dict[tuple[str, int], int] = {}
+    for tp in offsets:
+        if refused is not None:
+            errors[tp] = refused
+        elif not ctx.authorized(AclOperation.READ, ResourceType.TOPIC, tp[0]):
+            errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif cache.partition(*tp) is None:
+            errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     known = {tp: o for tp, o in offsets.items() if tp not in errors}
     if known:
         reply: Reply[dict[tuple[str, int], int]] = Reply()
@@ -218,6 +246,12 @@ async def list_transactions(
     listed = ctx.services.transaction_coordinator.list_transactions(
         states, set(request.producer_id_filters), request.duration_filter if version >= 1 else -1
     )
+    # Only the ids the principal may describe.
+    listed = [
+        t
+        for t in listed
+        if ctx.authorized(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t.transactional_id)
+    ]
     return ListTransactionsResponse(
         unknown_state_filters=unknown,
         transaction_states=[
@@ -232,6 +266,10 @@ async def describe_transactions(
 ) -> DescribeTransactionsResponse:
     out = []
     for tid in request.transactional_ids:
+        if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid):
+            refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            out.append(DescribedState(error_code=refused, transactional_id=tid))
+            continue
         found = ctx.services.transaction_coordinator.describe(tid)
         out.append(
             DescribedState(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 
 from gregor.broker.apis import RequestContext, handles
+from gregor.broker.authorization import AclOperation, ResourceType
 from gregor.broker.replica_manager import Appended, ProduceResult
 from gregor.broker.topic_names import CONSUMER_OFFSETS
 from gregor.protocol.apis import ApiKey
@@ -30,7 +31,12 @@ from gregor.protocol.apis.write_txn_markers import (
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 )
-from gregor.protocol.errors import ErrorCode, KafkaError, NotLeaderOrFollowerError
+from gregor.protocol.errors import (
+    ErrorCode,
+    KafkaError,
+    NotLeaderOrFollowerError,
+    TopicAuthorizationFailedError,
+)
 from gregor.protocol.records import ControlType
 
 log = logging.getLogger(__name__)
@@ -44,6 +50,7 @@ async def write_txn_markers(
     ctx: RequestContext, request: WriteTxnMarkersRequest, version: int
 ) -> WriteTxnMarkersResponse:
     replicas = ctx.services.replica_manager
+    allowed = ctx.authorized(AclOperation.CLUSTER_ACTION)
     out = []
     for marker in request.markers:
         control = ControlType.COMMIT if marker.transaction_result else ControlType.ABORT
@@ -52,6 +59,9 @@ async def write_txn_markers(
         for topic in marker.topics:
             for index in topic.partition_indexes:
                 key = (topic.name, index)
+                if not allowed:
+                    results[key] = ProduceResult(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+                    continue
                 try:
                     partition = replicas.partition_or_error(topic.name, index)
                     info = partition.append_txn_marker(
@@ -101,8 +111,11 @@ async def describe_producers(
     topics = []
     for topic in request.topics:
         partitions = []
+        allowed = ctx.authorized(AclOperation.READ, ResourceType.TOPIC, topic.name)
         for index in topic.partition_indexes:
             try:
+                if not allowed:
+                    raise TopicAuthorizationFailedError(f"not authorized to read {topic.name}")
                 partition = replicas.partition_or_error(topic.name, index)
                 if not partition.is_leader or partition.log is None:
                     raise NotLeaderOrFollowerError(
