@@ -87,6 +87,9 @@ async def metadata(ctx: RequestContext, request: MetadataRequest, version: int) 
                     error_code=errors.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                     name=name,
                     is_internal=is_internal(name),
+                    topic_authorized_operations=ctx.authorized_operations(
+                        ResourceType.TOPIC, name, topic_ops and name not in refused
+                    ),
                 )
             )
         else:
