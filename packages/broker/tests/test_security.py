@@ -4,6 +4,7 @@ format, and the SASL mechanisms against gregor-client's side of them."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -208,3 +209,15 @@ async def test_plain_mechanism_messages_are_kafkas() -> None:
     for token, message in cases.items():
         with pytest.raises(AuthenticationFailed, match=message):
             await PlainServer({"alice": "secret"}).evaluate(token)
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_scram_credential_from_a_salted_password(mechanism: str) -> None:
+    """What AlterUserScramCredentials stores from the client's salted password is what
+    scramp derives from the password itself."""
+    salt, iterations = b"0123456789abcdef", 4096
+    digest = mechanism.removeprefix("SCRAM-").replace("-", "").lower()
+    salted = hashlib.pbkdf2_hmac(digest, b"secret", salt, iterations)
+    expected = scramp.ScramMechanism(mechanism).make_auth_info("secret", iterations, salt)
+    found = ScramCredential.from_salted_password(mechanism, salt, salted, iterations)
+    assert (found.salt, found.stored_key, found.server_key, found.iterations) == expected

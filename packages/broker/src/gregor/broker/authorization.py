@@ -258,6 +258,8 @@ API_CHECKS: Final[dict[int, tuple[Check, ...]]] = {
     ApiKey.DESCRIBE_CLUSTER: (),  # only its authorized-operations field depends on ACLs
     ApiKey.DESCRIBE_PRODUCERS: (Check(Op.READ, Rt.TOPIC, _TOPIC),),
     ApiKey.DESCRIBE_TRANSACTIONS: (Check(Op.DESCRIBE, Rt.TRANSACTIONAL_ID, _TXN),),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (Check(Op.DESCRIBE, Rt.CLUSTER, _CLUSTER),),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (Check(Op.ALTER, Rt.CLUSTER, _CLUSTER),),
     ApiKey.LIST_TRANSACTIONS: (
         Check(Op.DESCRIBE, Rt.TRANSACTIONAL_ID, ErrorCode.NONE, "only ids with DESCRIBE"),
     ),

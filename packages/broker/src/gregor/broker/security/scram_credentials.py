@@ -10,6 +10,8 @@ config entry per mechanism,
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import urllib.parse
 
 import attrs
@@ -17,6 +19,10 @@ import scramp
 
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 MIN_ITERATIONS = 4096  # Kafka's floor for both mechanisms
+MAX_ITERATIONS = 16384  # and its ceiling
+# The mechanisms' numbers in DescribeUserScramCredentials and AlterUserScramCredentials.
+MECHANISM_IDS = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
+_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 
 
 @attrs.frozen
@@ -48,6 +54,18 @@ class ScramCredential:
             raise ValueError(f"not a SCRAM credential: {exc}") from None
 
     @classmethod
+    def from_salted_password(
+        cls, mechanism: str, salt: bytes, salted_password: bytes, iterations: int
+    ) -> ScramCredential:
+        """The credential of an AlterUserScramCredentials upsertion (RFC 5802's keys from
+        the salted password the client computed)."""
+        digest = _HASHES[mechanism]
+        client_key = hmac.digest(salted_password, b"Client Key", digest)
+        stored_key = hashlib.new(digest, client_key).digest()
+        server_key = hmac.digest(salted_password, b"Server Key", digest)
+        return cls(salt, stored_key, server_key, iterations)
+
+    @classmethod
     def create(
         cls, mechanism: str, password: str, iterations: int = MIN_ITERATIONS
     ) -> ScramCredential:
@@ -60,3 +78,8 @@ class ScramCredential:
 def user_entity(user: str) -> str:
     """The znode name of a user, sanitized as Kafka's Sanitizer does (URL-encoded)."""
     return urllib.parse.quote(user, safe="-_.~")
+
+
+def entity_user(entity: str) -> str:
+    """The user a /config/users znode name stands for."""
+    return urllib.parse.unquote(entity)

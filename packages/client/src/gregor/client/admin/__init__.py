@@ -20,6 +20,10 @@ from gregor.client.admin.types import (
     PatternType,
     QuotaMatch,
     ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
 )
 
 __all__ = [
@@ -42,4 +46,8 @@ __all__ = [
     "PatternType",
     "QuotaMatch",
     "ResourceType",
+    "ScramCredentialInfo",
+    "ScramMechanism",
+    "UserScramCredentialDeletion",
+    "UserScramCredentialUpsertion",
 ]

@@ -42,3 +42,5 @@ class AsyncAdminClient(AsyncClient):
     create_acls = awaiting(AdminCore.create_acls)
     describe_acls = awaiting(AdminCore.describe_acls)
     delete_acls = awaiting(AdminCore.delete_acls)
+    describe_user_scram_credentials = awaiting(AdminCore.describe_user_scram_credentials)
+    alter_user_scram_credentials = awaiting(AdminCore.alter_user_scram_credentials)

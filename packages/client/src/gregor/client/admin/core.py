@@ -14,6 +14,8 @@ are retried. A per-resource error is raised with the resource named; the first o
 
 from __future__ import annotations
 
+import hashlib
+import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
@@ -42,7 +44,11 @@ from gregor.client.admin.types import (
     PatternType,
     Reassignment,
     ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
     TopicDescription,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
 )
 from gregor.client.config import AdminConfig
 from gregor.client.consumer.group_membership import commit_topics, fetch_committed
@@ -68,6 +74,12 @@ from gregor.protocol.apis.alter_partition_reassignments import (
     AlterPartitionReassignmentsResponse,
     ReassignablePartition,
     ReassignableTopic,
+)
+from gregor.protocol.apis.alter_user_scram_credentials import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    ScramCredentialDeletion,
+    ScramCredentialUpsertion,
 )
 from gregor.protocol.apis.create_acls import AclCreation, CreateAclsRequest, CreateAclsResponse
 from gregor.protocol.apis.create_partitions import (
@@ -116,6 +128,11 @@ from gregor.protocol.apis.describe_configs import (
     DescribeConfigsResponse,
 )
 from gregor.protocol.apis.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from gregor.protocol.apis.describe_user_scram_credentials import (
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+    UserName,
+)
 from gregor.protocol.apis.elect_leaders import (
     ElectLeadersRequest,
     ElectLeadersResponse,
@@ -896,6 +913,63 @@ class AdminCore:
             return out
 
         return await self._retrying(timeout, "DeleteAcls", attempt)
+
+    # -- SCRAM credentials -------------------------------------------------------------------
+
+    async def describe_user_scram_credentials(
+        self, users: Sequence[str] | None = None, timeout: float | None = None
+    ) -> dict[str, list[ScramCredentialInfo]]:
+        """Each user's SCRAM mechanisms and iterations (None: every user that has one)."""
+        request = DescribeUserScramCredentialsRequest(
+            users=None if users is None else [UserName(u) for u in users]
+        )
+
+        async def attempt() -> dict[str, list[ScramCredentialInfo]]:
+            response = await self.client.request(BOOTSTRAP, request)
+            assert isinstance(response, DescribeUserScramCredentialsResponse)
+            _raise(response.error_code, "DescribeUserScramCredentials", response.error_message)
+            out = {}
+            for result in response.results:
+                _raise(result.error_code, f"describing user {result.user!r}", result.error_message)
+                out[result.user] = [
+                    ScramCredentialInfo(ScramMechanism(i.mechanism), i.iterations)
+                    for i in result.credential_infos
+                ]
+            return out
+
+        return await self._retrying(timeout, "DescribeUserScramCredentials", attempt)
+
+    async def alter_user_scram_credentials(
+        self,
+        alterations: Sequence[UserScramCredentialUpsertion | UserScramCredentialDeletion],
+        timeout: float | None = None,
+    ) -> None:
+        """Set and delete users' SCRAM credentials, or raise the first refusal."""
+        upsertions = []
+        for a in alterations:
+            if isinstance(a, UserScramCredentialUpsertion):
+                salt = a.salt if a.salt is not None else os.urandom(32)
+                digest = "sha256" if a.mechanism == ScramMechanism.SCRAM_SHA_256 else "sha512"
+                salted = hashlib.pbkdf2_hmac(digest, a.password.encode(), salt, a.iterations)
+                upsertions.append(
+                    ScramCredentialUpsertion(a.user, a.mechanism, a.iterations, salt, salted)
+                )
+        request = AlterUserScramCredentialsRequest(
+            deletions=[
+                ScramCredentialDeletion(a.user, a.mechanism)
+                for a in alterations
+                if isinstance(a, UserScramCredentialDeletion)
+            ],
+            upsertions=upsertions,
+        )
+
+        async def attempt() -> None:
+            response = await self.client.request(BOOTSTRAP, request)
+            assert isinstance(response, AlterUserScramCredentialsResponse)
+            for result in response.results:
+                _raise(result.error_code, f"altering user {result.user!r}", result.error_message)
+
+        await self._retrying(timeout, "AlterUserScramCredentials", attempt)
 
 
 def _source(code: int, is_default: bool) -> ConfigSource:

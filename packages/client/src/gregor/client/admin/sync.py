@@ -54,3 +54,5 @@ class AdminClient:
     create_acls = blocking(AdminCore.create_acls)
     describe_acls = blocking(AdminCore.describe_acls)
     delete_acls = blocking(AdminCore.delete_acls)
+    describe_user_scram_credentials = blocking(AdminCore.describe_user_scram_credentials)
+    alter_user_scram_credentials = blocking(AdminCore.alter_user_scram_credentials)

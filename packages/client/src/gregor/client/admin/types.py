@@ -239,3 +239,36 @@ class AclBindingFilter:
     host: str | None = None
     operation: AclOperation = AclOperation.ANY
     permission_type: AclPermissionType = AclPermissionType.ANY
+
+
+# -- SCRAM credentials -----------------------------------------------------------------------
+
+
+class ScramMechanism(enum.IntEnum):
+    UNKNOWN = 0
+    SCRAM_SHA_256 = 1
+    SCRAM_SHA_512 = 2
+
+
+@attrs.frozen
+class ScramCredentialInfo:
+    mechanism: ScramMechanism
+    iterations: int
+
+
+@attrs.frozen
+class UserScramCredentialUpsertion:
+    """Set `user`'s credential for `mechanism`; the password is salted and hashed here,
+    only the salted password goes to the broker (KIP-554)."""
+
+    user: str
+    mechanism: ScramMechanism
+    password: str = attrs.field(repr=False)
+    iterations: int = 4096
+    salt: bytes | None = None  # None: 32 random bytes
+
+
+@attrs.frozen
+class UserScramCredentialDeletion:
+    user: str
+    mechanism: ScramMechanism
