@@ -398,10 +398,12 @@ def _fetch_offsets(
         refused = _topics_refused(ctx, found, AclOperation.DESCRIBE)
         return error, {tp: f for tp, f in found.items() if tp[0] not in refused}
     refused = _topics_refused(ctx, partitions, AclOperation.DESCRIBE)
+    if not refused:
+        return offsets.fetch(group_id, require_stable, partitions)
     allowed = [tp for tp in partitions if tp[0] not in refused]
     error, found = offsets.fetch(group_id, require_stable, allowed, member) if allowed else (0, {})
     denied = FetchedOffset(error=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    return error, {tp: found[tp] if tp[0] not in refused else denied for tp in partitions}
+    return error, {**found, **{tp: denied for tp in partitions if tp[0] in refused}}
 
 
 def _leader_epoch(found: FetchedOffset) -> int:
