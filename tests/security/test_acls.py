@@ -332,7 +332,7 @@ def test_confluent_kafka_matrix(acl_cluster: LocalCluster, admin: CkAdmin) -> No
 
 
 def test_kafka_python_matrix(acl_cluster: LocalCluster, admin: CkAdmin) -> None:
-    topic, group = unique("kp"), unique("g")
+    topic, group = unique("kp"), unique("kpg")  # not under the "g-" prefix alice reads
     create_topic(acl_cluster, topic)
     kp_admin = KafkaAdminClient(**kp_conf(acl_cluster, BROKER_USER[0]))
     try:
