@@ -16,6 +16,7 @@ import urllib.parse
 from collections.abc import Sequence
 
 from gregor.broker.apis import RequestContext, handles
+from gregor.broker.authorization import AclOperation
 from gregor.broker.quotas import (
     CLIENT_ID,
     DEFAULT,
@@ -120,6 +121,12 @@ def _names(entity: Entity) -> dict[str, str | None]:
 async def describe_client_quotas(
     ctx: RequestContext, request: DescribeClientQuotasRequest, version: int
 ) -> DescribeClientQuotasResponse:
+    if not ctx.authorized(AclOperation.DESCRIBE_CONFIGS):
+        return DescribeClientQuotasResponse(
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            error_message="Cluster authorization failed.",
+            entries=None,
+        )
     try:
         filters = _filters(request.components)
     except InvalidRequestError as exc:
@@ -190,6 +197,9 @@ async def alter_client_quotas(
     for entry in request.entries:
         result = ResponseEntryData(error_message=None, entity=entry.entity)
         results.append(result)
+        if not ctx.authorized(AclOperation.ALTER_CONFIGS):
+            result.error_code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            continue
         try:
             entity = _entity(entry.entity)
             _check_ops(entry.ops)
