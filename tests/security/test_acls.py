@@ -170,6 +170,21 @@ def create_acls(cluster: LocalCluster, admin: CkAdmin, acls: list[AclBinding]) -
     settled(cluster)
 
 
+def describe_acls(
+    resource_type: int = 1, name: str | None = None, pattern_type: int = 1
+) -> DescribeAclsRequest:
+    """DescribeAcls of every principal, host, operation and permission (1: ANY)."""
+    return DescribeAclsRequest(
+        resource_type_filter=resource_type,
+        resource_name_filter=name,
+        pattern_type_filter=pattern_type,
+        principal_filter=None,
+        host_filter=None,
+        operation=1,
+        permission_type=1,
+    )
+
+
 def settled(cluster: LocalCluster) -> None:
     """Wait until every broker has the same ACLs: the one that made a change has it at once,
     the others once their watch of /kafka-acl-changes fired (Kafka's tests wait alike)."""
@@ -178,18 +193,7 @@ def settled(cluster: LocalCluster) -> None:
         seen = []
         for broker in cluster.brokers:
             with WireClient(broker) as wire:
-                found = wire.request(
-                    DescribeAclsRequest(
-                        resource_type_filter=1,
-                        resource_name_filter=None,
-                        pattern_type_filter=1,
-                        principal_filter=None,
-                        host_filter=None,
-                        operation=1,
-                        permission_type=1,
-                    ),
-                    3,
-                )
+                found = wire.request(describe_acls(), 3)
             seen.append(
                 sorted(
                     (r.resource_type, r.resource_name, a.principal, a.operation, a.permission_type)
@@ -435,18 +439,7 @@ def test_a_change_through_one_broker_takes_effect_on_the_other(
 
     def on_broker1() -> bool:
         with WireClient(broker1) as wire:
-            found = wire.request(
-                DescribeAclsRequest(
-                    resource_type_filter=2,
-                    resource_name_filter=topic,
-                    pattern_type_filter=3,
-                    principal_filter=None,
-                    host_filter=None,
-                    operation=1,
-                    permission_type=1,
-                ),
-                3,
-            )
+            found = wire.request(describe_acls(2, topic, 3), 3)
         return [r.resource_name for r in found.resources] == [topic]
 
     wait_for(on_broker1, 10, "broker 1 to load the ACL created through broker 0")
@@ -598,14 +591,7 @@ def refusals(topic: str) -> list[tuple[Request, int, Callable[[Any], list[int]],
         ),
         (ElectLeadersRequest(election_type=0, topic_partitions=None), 1, top, CLUSTER_REFUSED),
         (ListPartitionReassignmentsRequest(topics=None), 0, top, CLUSTER_REFUSED),
-        (
-            DescribeAclsRequest(
-                resource_type_filter=1, pattern_type_filter=1, operation=1, permission_type=1
-            ),
-            1,
-            top,
-            CLUSTER_REFUSED,
-        ),
+        (describe_acls(), 1, top, CLUSTER_REFUSED),
     ]
 
 
