@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Mapping
 
 from gregor.broker.apis import RequestContext, handles
-from gregor.broker.authorization import NOT_REQUESTED, AclOperation, operations_bitfield
+from gregor.broker.authorization import AclOperation, ResourceType
 from gregor.broker.coordinator.group.consumer_group import Assignment, as_assignment
 from gregor.broker.coordinator.group.consumer_heartbeats import Heartbeat
 from gregor.protocol.apis import ApiKey
@@ -37,16 +37,16 @@ from gregor.protocol.apis.consumer_group_heartbeat import (
 )
 from gregor.protocol.errors import ErrorCode
 
-# What a principal may do to a group (everything, without an authorizer).
-GROUP_AUTHORIZED = operations_bitfield(
-    (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE)
-)
-
 
 @handles(ApiKey.CONSUMER_GROUP_HEARTBEAT, "0-1")
 async def consumer_group_heartbeat(
     ctx: RequestContext, request: ConsumerGroupHeartbeatRequest, version: int
 ) -> ConsumerGroupHeartbeatResponse:
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return ConsumerGroupHeartbeatResponse(
+            error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+            error_message="Group authorization failed.",
+        )
     owned = (
         None
         if request.topic_partitions is None
@@ -102,6 +102,10 @@ async def consumer_group_describe(
     names = {t: name for name, (t, _) in ctx.services.metadata_cache.topic_sizes().items()}
     described = []
     for group_id in request.group_ids:
+        if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            refused = ErrorCode.GROUP_AUTHORIZATION_FAILED
+            described.append(DescribedGroup(refused, "Group authorization failed.", group_id))
+            continue
         error, message, group = coordinator.consumer.describe(group_id)
         if group is None:
             described.append(DescribedGroup(error, message, group_id))
@@ -128,9 +132,11 @@ async def consumer_group_describe(
                     )
                     for m in group.members.values()
                 ],
-                authorized_operations=GROUP_AUTHORIZED
-                if request.include_authorized_operations and error == ErrorCode.NONE
-                else NOT_REQUESTED,
+                authorized_operations=ctx.authorized_operations(
+                    ResourceType.GROUP,
+                    group_id,
+                    request.include_authorized_operations and error == ErrorCode.NONE,
+                ),
             )
         )
     return ConsumerGroupDescribeResponse(groups=described)

@@ -399,7 +399,7 @@ def _fetch_offsets(
         return error, {tp: f for tp, f in found.items() if tp[0] not in refused}
     refused = _topics_refused(ctx, partitions, AclOperation.DESCRIBE)
     if not refused:
-        return offsets.fetch(group_id, require_stable, partitions)
+        return offsets.fetch(group_id, require_stable, partitions, member)
     allowed = [tp for tp in partitions if tp[0] not in refused]
     error, found = offsets.fetch(group_id, require_stable, allowed, member) if allowed else (0, {})
     denied = FetchedOffset(error=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
