@@ -46,11 +46,14 @@ TID = "txn-a"
 
 
 class DoneWrite:
-    def __init__(self, base_offset: int) -> None:
+    def __init__(self, base_offset: int, held: trio.Event | None = None) -> None:
         self.error = E.NONE
         self.base_offset = base_offset
+        self.held = held
 
     async def replicated(self, timeout_s: float) -> int:
+        if self.held is not None:
+            await self.held.wait()
         return E.NONE
 
 
@@ -62,6 +65,7 @@ class LocalStateTopic:
         }
         self.leading = set(range(PARTITIONS))
         self.fail_next: list[int] = []
+        self.hold: trio.Event | None = None  # set: writes are replicated once it is set
 
     def append(self, partition: int, records: bytes, *, wait: bool = True) -> Write:
         if partition not in self.leading:
@@ -74,7 +78,7 @@ class LocalStateTopic:
         except KafkaError as exc:
             return FailedWrite(exc.code)
         log.maybe_increment_high_watermark(log.log_end_offset)
-        return DoneWrite(info.first_offset)
+        return DoneWrite(info.first_offset, self.hold)
 
     def leader_log(self, partition: int) -> Log | None:
         return self.logs[partition] if partition in self.leading else None
@@ -297,6 +301,28 @@ async def test_the_next_add_partitions_waits_for_the_previous_transaction_to_com
     h.leaders.reachable = True
     await trio.sleep(1)  # the marker channel's retry
     assert h.state() is TxnState.COMPLETE_ABORT
+
+
+async def test_an_end_txn_whose_client_went_away_still_completes(h: Harness) -> None:
+    """The EndTxn's request is cancelled (its connection closed) while the PrepareCommit
+    waits for the ISR: the commit still takes effect and completes, and the transactional id
+    is not left pending (CONCURRENT_TRANSACTIONS to every later request)."""
+    pid, epoch = await h.begin()
+    hold = h.topic.hold = trio.Event()
+    h.nursery.start_soon(lambda: _set_after(hold, 2))
+    with trio.move_on_after(1):
+        await h.coordinator.end_transaction(TID, pid, epoch, True)
+    h.topic.hold = None
+    await h.settle()
+    assert h.state() is TxnState.COMPLETE_COMMIT
+    assert h.leaders.markers() == [(pid, epoch, True, 5, [("t1", 0), ("t1", 1)])]
+    again = await h.coordinator.init_producer_id(TID, 60_000)
+    assert (again.error, again.producer_epoch) == (E.NONE, epoch + 1)
+
+
+async def _set_after(event: trio.Event, seconds: float) -> None:
+    await trio.sleep(seconds)
+    event.set()
 
 
 async def test_kip_360_a_producer_bumps_its_own_epoch_but_a_fenced_one_cannot_come_back(

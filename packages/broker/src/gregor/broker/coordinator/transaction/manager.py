@@ -29,7 +29,7 @@ import trio
 
 from gregor.broker.coordinator.loading import record_epoch, replay_log
 from gregor.broker.coordinator.partitioning import partition_for
-from gregor.broker.coordinator.topic_log import TopicLog
+from gregor.broker.coordinator.topic_log import TopicLog, Write
 from gregor.broker.coordinator.transaction.config import TransactionConfig
 from gregor.broker.coordinator.transaction.records import LoadedTransactions, transit_batch
 from gregor.broker.coordinator.transaction.state import TransactionMetadata, TxnState, TxnTransit
@@ -153,7 +153,7 @@ class TransactionStateManager:
         error = write.error
         if error == ErrorCode.NONE and apply_when_appended:
             self._apply(metadata, transit, partition)
-            error = await write.replicated(self.config.append_timeout_ms / 1000)
+            error = await self._replicated(write)
             if error != ErrorCode.NONE:
                 # In our log all the same: a new leader replays what the ISR has.
                 log.info(
@@ -164,7 +164,7 @@ class TransactionStateManager:
                 )
             return ErrorCode.NONE
         if error == ErrorCode.NONE:
-            error = await write.replicated(self.config.append_timeout_ms / 1000)
+            error = await self._replicated(write)
         if error == ErrorCode.NONE and not self.is_current(tid, coordinator_epoch):
             error = ErrorCode.NOT_COORDINATOR
         if error != ErrorCode.NONE:
@@ -179,6 +179,15 @@ class TransactionStateManager:
             return error
         self._apply(metadata, transit, partition)
         return ErrorCode.NONE
+
+    async def _replicated(self, write: Write) -> int:
+        """Wait for the ISR, shielded: the request waiting here may be cancelled (its client
+        went away), yet the transition it wrote must still be applied or abandoned and what
+        follows it (an EndTxn's markers) still happen, as Kafka's append callbacks run
+        whatever became of the request. Left pending, it would answer every later request
+        of the transactional id CONCURRENT_TRANSACTIONS, for good."""
+        with trio.CancelScope(shield=True):
+            return await write.replicated(self.config.append_timeout_ms / 1000)
 
     def _apply(self, metadata: TransactionMetadata, transit: TxnTransit, partition: int) -> None:
         metadata.complete_transition(transit)
