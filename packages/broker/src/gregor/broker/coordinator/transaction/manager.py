@@ -186,8 +186,10 @@ class TransactionStateManager:
         follows it (an EndTxn's markers) still happen, as Kafka's append callbacks run
         whatever became of the request. Left pending, it would answer every later request
         of the transactional id CONCURRENT_TRANSACTIONS, for good."""
+        error: int = ErrorCode.REQUEST_TIMED_OUT
         with trio.CancelScope(shield=True):
-            return await write.replicated(self.config.append_timeout_ms / 1000)
+            error = await write.replicated(self.config.append_timeout_ms / 1000)
+        return error
 
     def _apply(self, metadata: TransactionMetadata, transit: TxnTransit, partition: int) -> None:
         metadata.complete_transition(transit)
