@@ -495,6 +495,11 @@ class ConsumerCoordinator:
         if code in _COORDINATOR_GONE:
             self.coordinator_gone()
             raise _Retry(backoff=True)
+        if code == ErrorCode.STALE_MEMBER_EPOCH:
+            # KIP-848: the coordinator moved the member to a new epoch meanwhile; the next
+            # heartbeat brings it, and the commit is sent again with it.
+            self._heartbeat_now.set()
+            raise _Retry(backoff=True)
         if code in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.REQUEST_TIMED_OUT):
             raise _Retry(backoff=True)
         if code in _MEMBER_LOST or code == ErrorCode.REBALANCE_IN_PROGRESS:
