@@ -1,14 +1,12 @@
 """The coordinator broker dies (SIGKILL) while a group consumes and commits: the group
 re-forms on the new coordinator, which has every committed offset, and consumption goes on
-without skipping a record; with the classic protocol and with KIP-848's (whose members join
-the new coordinator again, from their committed offsets)."""
+without skipping a record."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from groups.helpers import (
     SESSION,
@@ -19,7 +17,6 @@ from groups.helpers import (
 )
 
 from gregor.devcluster import LocalCluster
-from gregor.protocol.apis.consumer_group_describe import ConsumerGroupDescribeRequest
 from gregor.protocol.apis.describe_groups import DescribeGroupsRequest
 from gregor.protocol.errors import ErrorCode
 from gregor_testing.cluster import WireClient, create_topic, unique_topic, wait_for
@@ -30,14 +27,6 @@ FAILOVER_PROPERTIES = {
     "replica.lag.time.max.ms": "3000",
     "group.initial.rebalance.delay.ms": "500",
     "group.min.session.timeout.ms": "1000",
-    "group.consumer.heartbeat.interval.ms": "500",
-    "group.consumer.session.timeout.ms": "6000",
-}
-# Each protocol's settings: KIP-848 members take their heartbeat interval and session from
-# the coordinator.
-PROTOCOL_SETTINGS: dict[str, dict[str, Any]] = {
-    "classic": dict(SESSION),
-    "consumer": {"group.protocol": "consumer"},
 }
 
 
@@ -50,22 +39,7 @@ def commit(consumer: Consumer) -> None:
             raise
 
 
-def stable_with(cluster: LocalCluster, group: str, protocol: str, members: int) -> bool:
-    with WireClient(find_coordinator(cluster, group)) as conn:
-        if protocol == "consumer":
-            request: Any = ConsumerGroupDescribeRequest(group_ids=[group])
-            [described] = conn.request(request, 0).groups
-        else:
-            [described] = conn.request(DescribeGroupsRequest(groups=[group]), 5).groups
-    return (
-        described.error_code == ErrorCode.NONE
-        and described.group_state == "Stable"
-        and len(described.members) == members
-    )
-
-
-@pytest.mark.parametrize("protocol", ["classic", "consumer"])
-def test_coordinator_failover(cluster_factory: Callable[..., LocalCluster], protocol: str) -> None:
+def test_coordinator_failover(cluster_factory: Callable[..., LocalCluster]) -> None:
     cluster = cluster_factory(3, **FAILOVER_PROPERTIES)
     topic = unique_topic("failover")
     create_topic(cluster, topic, partitions=PARTITIONS, replication_factor=3)
@@ -80,7 +54,7 @@ def test_coordinator_failover(cluster_factory: Callable[..., LocalCluster], prot
                 "client.id": f"member-{i}",
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
-                **PROTOCOL_SETTINGS[protocol],
+                **SESSION,
             }
         )
         for i in range(2)
@@ -121,7 +95,14 @@ def test_coordinator_failover(cluster_factory: Callable[..., LocalCluster], prot
 
         def reformed() -> bool:
             poll_until(members, lambda: True, 1, "a poll")
-            return stable_with(cluster, group, protocol, 2)
+            with WireClient(find_coordinator(cluster, group)) as conn:
+                response = conn.request(DescribeGroupsRequest(groups=[group]), 5)
+            [described] = response.groups
+            return (
+                described.error_code == ErrorCode.NONE
+                and described.group_state == "Stable"
+                and len(described.members) == 2
+            )
 
         wait_for(reformed, 60, "the group to be stable with both members again")
         for consumer in members:
