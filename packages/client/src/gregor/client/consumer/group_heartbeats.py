@@ -17,7 +17,6 @@ offsets and the rest are `ConsumerCoordinator`'s.
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections.abc import Sequence
 
@@ -38,7 +37,7 @@ from gregor.protocol.apis.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatResponse,
     TopicPartitions,
 )
-from gregor.protocol.errors import ErrorCode, KafkaError, NetworkError, RequestTimedOutError
+from gregor.protocol.errors import ErrorCode, KafkaError, NetworkError
 
 log = logging.getLogger(__name__)
 
@@ -165,30 +164,14 @@ class ConsumerGroupMember(ConsumerCoordinator):
         self._heartbeat_now.set()
         return assigned
 
-    async def run_heartbeats(self) -> None:
-        last_success = time.monotonic()
-        while True:
-            with trio.move_on_after(self.heartbeat_interval):
-                await self._heartbeat_now.wait()
-            self._heartbeat_now = trio.Event()
-            if self.state is not MemberState.STABLE or self.fatal is not None:
-                last_success = time.monotonic()
-                continue
-            if time.monotonic() - self.last_poll > self.config.max_poll_interval_ms / 1000:
-                await self._poll_timeout()
-                continue
-            try:
-                await self._beat(None, owned=False)
-            except _Retry:
-                continue
-            except (NetworkError, RequestTimedOutError, KafkaError) as exc:
-                log.debug("group %s: heartbeat failed: %s", self.group_id, exc)
-                if time.monotonic() - last_success > self.session_timeout:
-                    self.coordinator_gone()
-                continue
-            last_success = time.monotonic()
-            if self._pending is not None and set(self._pending) != set(self.owned):
-                self.request_rejoin("the coordinator sent a new assignment")
+    async def _heartbeat_once(self) -> bool:
+        try:
+            await self._beat(None, owned=False)
+        except _Retry:
+            return False
+        if self._pending is not None and set(self._pending) != set(self.owned):
+            self.request_rejoin("the coordinator sent a new assignment")
+        return True
 
     async def leave(self, reason: str) -> None:
         if not self.member_id or self.generation <= 0:

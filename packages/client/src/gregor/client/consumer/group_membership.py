@@ -376,21 +376,24 @@ class ConsumerCoordinator:
                 await self._poll_timeout()
                 continue
             try:
-                response = await self._request(
-                    HeartbeatRequest(
-                        self.group_id, self.generation, self.member_id, self.instance_id
-                    ),
-                    timeout=min(self.session_timeout, self.config.request_timeout_ms / 1000),
-                )
+                alive = await self._heartbeat_once()
             except (NetworkError, RequestTimedOutError, KafkaError) as exc:
                 log.debug("group %s: heartbeat failed: %s", self.group_id, exc)
                 if time.monotonic() - last_success > self.session_timeout:
                     self.coordinator_gone()
                 continue
-            assert isinstance(response, HeartbeatResponse)
-            self._heartbeat_answer(response.error_code)
-            if response.error_code in (ErrorCode.NONE, ErrorCode.REBALANCE_IN_PROGRESS):
+            if alive:
                 last_success = time.monotonic()
+
+    async def _heartbeat_once(self) -> bool:
+        """One Heartbeat; whether the coordinator still knows the member."""
+        response = await self._request(
+            HeartbeatRequest(self.group_id, self.generation, self.member_id, self.instance_id),
+            timeout=min(self.session_timeout, self.config.request_timeout_ms / 1000),
+        )
+        assert isinstance(response, HeartbeatResponse)
+        self._heartbeat_answer(response.error_code)
+        return response.error_code in (ErrorCode.NONE, ErrorCode.REBALANCE_IN_PROGRESS)
 
     def _heartbeat_answer(self, code: int) -> None:
         if code == ErrorCode.NONE or self.state is not MemberState.STABLE:
