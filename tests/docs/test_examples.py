@@ -175,5 +175,7 @@ def test_examples_are_found() -> None:
     assert [e.lang for e in client] == ["python"] * 5
     assert client[0].expect == ("produced at offset", "consumed")
     assert client[1].interrupt_after == "consumed"
-    assert [e.lang for e in examples("README.md")] == ["sh"]
-    assert shlex.split(examples("README.md")[0].code.splitlines()[0])[0] == "kcat"
+    root = examples("README.md")
+    assert [e.lang for e in root] == ["sh", "sh"]
+    assert [shlex.split(e.code.splitlines()[0])[0] for e in root] == ["kcat", "gregor"]
+    assert root[1].expect == ("demo",)
