@@ -357,27 +357,16 @@ def assert_exactly_once(
 
     wait_for(complete, 300, "every record of A on B")
     assert copied == source
-    print(f"{topic}: {count} records copied exactly once")
+    offsets = log_end(cluster_b, f"A.{topic}", 2)
+    print(
+        f"{topic}: {count} records copied exactly once (B's log: {offsets} offsets, "
+        "with aborted transactions and markers)"
+    )
     return source
 
 
 @pytest.mark.timeout(600 if KILL_RECORDS <= 20_000 else 3600)
-@pytest.mark.parametrize(
-    "exactly_once",
-    [
-        False,
-        pytest.param(
-            True,
-            marks=pytest.mark.xfail(
-                reason="broker: a transaction's PrepareCommit is at times never followed by "
-                "its markers and CompleteCommit, so the next mirror's InitProducerId gets "
-                "CONCURRENT_TRANSACTIONS for good (seen after 3 kills; issue 12)",
-                strict=False,
-            ),
-        ),
-    ],
-    ids=["at-least-once", "exactly-once"],
-)
+@pytest.mark.parametrize("exactly_once", [False, True], ids=["at-least-once", "exactly-once"])
 def test_sigkill_loses_nothing_and_translation_stays_exact(
     cluster_a: LocalCluster,
     cluster_b: LocalCluster,
