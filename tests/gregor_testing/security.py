@@ -10,18 +10,28 @@ required (mTLS; the principal comes from the certificate's DN), SASL_PLAINTEXT a
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, Literal
 
 import attrs
+import pytest
 import trustme
+from confluent_kafka import Consumer as CkConsumer
+from confluent_kafka import KafkaError as CkError
+from confluent_kafka import Producer as CkProducer
 
 from gregor.broker.security.scram_credentials import SCRAM_MECHANISMS, ScramCredential
 from gregor.broker.zk import znodes
+from gregor.devcluster import LocalCluster, ZooKeeper
+from gregor.protocol.apis.describe_acls import DescribeAclsRequest
+from gregor_testing.cluster import WireClient, start_cluster, stop_cluster, wait_for
 from gregor_testing.processes import zookeeper_client
 
 USERS = {"alice": "alice-secret", "bob": "bob-secret"}
 BROKER_USER = ("broker", "broker-secret")
 LISTENERS = {"SSL": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT", "SASL_SSL": "SASL_SSL"}
+MODE = "SASL_PLAINTEXT"  # how the ACL tests' clients connect (PLAIN)
 
 
 @attrs.frozen
@@ -89,3 +99,144 @@ def add_scram_users(zookeeper_connect: str, users: dict[str, str]) -> None:
             config = {m: ScramCredential.create(m, password).encode() for m in SCRAM_MECHANISMS}
             path = znodes.config_entity_path(znodes.CONFIG_USERS, user)
             client.create(path, znodes.encode_entity_config(config), makepath=True)
+
+
+def pki_fixture(scope: Literal["module", "package"] = "package") -> Any:
+    """The `pki` fixture: one CA and its certificates for the scope. Assign it to `pki` in a
+    conftest."""
+
+    @pytest.fixture(scope=scope, name="pki")
+    def fixture(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+        return make_pki(tmp_path_factory.mktemp("pki"))
+
+    return fixture
+
+
+# Kafka's AclAuthorizer with no access without an ACL; the brokers' own principal
+# (User:broker, replicating over SASL_SSL) and the PLAINTEXT listener's (User:ANONYMOUS, the
+# harness's) are super users.
+ACL_PROPERTIES = {
+    "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+    "super.users": "User:broker;User:ANONYMOUS",
+    "allow.everyone.if.no.acl.found": "false",
+}
+
+
+def acl_cluster_fixture(name: str, scope: Literal["module", "package"]) -> Any:
+    """A fixture called `name`: two brokers with every listener (`security_properties`) and
+    `ACL_PROPERTIES`, for the scope. It needs the `pki` fixture (`pki_fixture`)."""
+
+    @pytest.fixture(scope=scope, name=name)
+    def fixture(
+        request: pytest.FixtureRequest,
+        tmp_path_factory: pytest.TempPathFactory,
+        zookeeper: ZooKeeper,
+        pki: Pki,
+    ) -> Iterator[LocalCluster]:
+        properties = security_properties(pki) | ACL_PROPERTIES
+        directory = tmp_path_factory.mktemp(name)
+        cluster = start_cluster(directory, zookeeper, 2, properties, LISTENERS)
+        try:
+            yield cluster
+        finally:
+            stop_cluster(cluster, request.session.testsfailed > 0)
+
+    return fixture
+
+
+# -- clients of an ACL cluster ----------------------------------------------------------
+
+
+def sasl(user: str, password: str) -> dict[str, str]:
+    return {
+        "security.protocol": MODE,
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": user,
+        "sasl.password": password,
+    }
+
+
+def ck_conf(cluster: LocalCluster, user: str = "alice") -> dict[str, Any]:
+    password = BROKER_USER[1] if user == BROKER_USER[0] else USERS[user]
+    return {"bootstrap.servers": cluster.bootstrap_servers_of(MODE), **sasl(user, password)}
+
+
+def describe_acls(
+    resource_type: int = 1, name: str | None = None, pattern_type: int = 1
+) -> DescribeAclsRequest:
+    """DescribeAcls of every principal, host, operation and permission (1: ANY)."""
+    return DescribeAclsRequest(
+        resource_type_filter=resource_type,
+        resource_name_filter=name,
+        pattern_type_filter=pattern_type,
+        principal_filter=None,
+        host_filter=None,
+        operation=1,
+        permission_type=1,
+    )
+
+
+def settled(cluster: LocalCluster) -> None:
+    """Wait until every broker has the same ACLs: the one that made a change has it at once,
+    the others once their watch of /kafka-acl-changes fired (Kafka's tests wait alike)."""
+
+    def everywhere() -> bool:
+        seen = []
+        for broker in cluster.brokers:
+            with WireClient(broker) as wire:
+                found = wire.request(describe_acls(), 3)
+            seen.append(
+                sorted(
+                    (r.resource_type, r.resource_name, a.principal, a.operation, a.permission_type)
+                    for r in found.resources
+                    for a in r.acls
+                )
+            )
+        return all(acls == seen[0] for acls in seen)
+
+    wait_for(everywhere, 10, "every broker to have the same ACLs")
+
+
+def ck_produce(cluster: LocalCluster, topic: str, count: int = 5, **extra: Any) -> list[int]:
+    """Error codes of each delivery (0 for success)."""
+    producer = CkProducer(
+        {**ck_conf(cluster), "message.timeout.ms": 15_000, "linger.ms": 0, **extra}
+    )
+    codes: list[int] = []
+    for i in range(count):
+        producer.produce(
+            topic,
+            b"v%d" % i,
+            on_delivery=lambda err, msg: codes.append(err.code() if err else 0),
+        )
+    assert producer.flush(30) == 0
+    return codes
+
+
+def ck_consume(cluster: LocalCluster, topic: str, group: str, wanted: int) -> list[bytes] | int:
+    """The values read from the start, or the first error code the consumer reports."""
+    consumer = CkConsumer(
+        {
+            **ck_conf(cluster),
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    values: list[bytes] = []
+    try:
+        consumer.subscribe([topic])
+        for _ in range(60):
+            msg = consumer.poll(1.0)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == CkError._PARTITION_EOF:
+                    continue
+                return int(msg.error().code())
+            values.append(msg.value())
+            if len(values) == wanted:
+                return values
+    finally:
+        consumer.close()
+    return values

@@ -14,14 +14,11 @@ from gregor_testing.security import (
     USERS,
     Pki,
     add_scram_users,
-    make_pki,
+    pki_fixture,
     security_properties,
 )
 
-
-@pytest.fixture(scope="package")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return make_pki(tmp_path_factory.mktemp("pki"))
+pki = pki_fixture()
 
 
 @pytest.fixture(scope="package")

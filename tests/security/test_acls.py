@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import ssl
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer as CkConsumer
 from confluent_kafka import KafkaError as CkError
 from confluent_kafka import KafkaException
 from confluent_kafka import Producer as CkProducer
@@ -53,7 +52,7 @@ from kafka.admin import ResourceType as KpResourceType
 from gregor.client.admin import AdminClient, UserScramCredentialDeletion
 from gregor.client.admin import ScramCredentialInfo as GregorScramInfo
 from gregor.client.admin import ScramMechanism as GregorScram
-from gregor.devcluster import LocalCluster, ZooKeeper
+from gregor.devcluster import LocalCluster
 from gregor.devcluster.admin import controller
 from gregor.protocol.apis.alter_configs import (
     AlterableConfig,
@@ -70,7 +69,6 @@ from gregor.protocol.apis.delete_records import (
     DeleteRecordsTopic,
 )
 from gregor.protocol.apis.delete_topics import DeleteTopicsRequest
-from gregor.protocol.apis.describe_acls import DescribeAclsRequest
 from gregor.protocol.apis.describe_configs import DescribeConfigsRequest, DescribeConfigsResource
 from gregor.protocol.apis.elect_leaders import ElectLeadersRequest
 from gregor.protocol.apis.find_coordinator import FindCoordinatorRequest
@@ -93,44 +91,25 @@ from gregor.protocol.apis.write_txn_markers import (
 from gregor.protocol.errors import ResourceNotFoundError
 from gregor.protocol.records import BatchBuilder
 from gregor.protocol.schema import Request
-from gregor_testing.cluster import WireClient, create_topic, start_cluster, stop_cluster, wait_for
-from gregor_testing.security import BROKER_USER, LISTENERS, USERS, Pki, security_properties
+from gregor_testing.cluster import WireClient, create_topic, wait_for
+from gregor_testing.security import (
+    BROKER_USER,
+    MODE,
+    USERS,
+    Pki,
+    acl_cluster_fixture,
+    ck_conf,
+    ck_consume,
+    ck_produce,
+    describe_acls,
+    sasl,
+    settled,
+)
 
-MODE = "SASL_PLAINTEXT"
 ALICE = "User:alice"
 
 
-@pytest.fixture(scope="module")
-def acl_cluster(
-    request: pytest.FixtureRequest,
-    tmp_path_factory: pytest.TempPathFactory,
-    zookeeper: ZooKeeper,
-    pki: Pki,
-) -> Iterator[LocalCluster]:
-    properties = security_properties(pki) | {
-        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-        "super.users": "User:broker;User:ANONYMOUS",
-        "allow.everyone.if.no.acl.found": "false",
-    }
-    cluster = start_cluster(tmp_path_factory.mktemp("acls"), zookeeper, 2, properties, LISTENERS)
-    try:
-        yield cluster
-    finally:
-        stop_cluster(cluster, request.session.testsfailed > 0)
-
-
-def sasl(user: str, password: str) -> dict[str, str]:
-    return {
-        "security.protocol": MODE,
-        "sasl.mechanism": "PLAIN",
-        "sasl.username": user,
-        "sasl.password": password,
-    }
-
-
-def ck_conf(cluster: LocalCluster, user: str = "alice") -> dict[str, Any]:
-    password = BROKER_USER[1] if user == BROKER_USER[0] else USERS[user]
-    return {"bootstrap.servers": cluster.bootstrap_servers_of(MODE), **sasl(user, password)}
+acl_cluster = acl_cluster_fixture("acl_cluster", "module")
 
 
 def kp_conf(cluster: LocalCluster, user: str = "alice") -> dict[str, Any]:
@@ -170,42 +149,6 @@ def create_acls(cluster: LocalCluster, admin: CkAdmin, acls: list[AclBinding]) -
     settled(cluster)
 
 
-def describe_acls(
-    resource_type: int = 1, name: str | None = None, pattern_type: int = 1
-) -> DescribeAclsRequest:
-    """DescribeAcls of every principal, host, operation and permission (1: ANY)."""
-    return DescribeAclsRequest(
-        resource_type_filter=resource_type,
-        resource_name_filter=name,
-        pattern_type_filter=pattern_type,
-        principal_filter=None,
-        host_filter=None,
-        operation=1,
-        permission_type=1,
-    )
-
-
-def settled(cluster: LocalCluster) -> None:
-    """Wait until every broker has the same ACLs: the one that made a change has it at once,
-    the others once their watch of /kafka-acl-changes fired (Kafka's tests wait alike)."""
-
-    def everywhere() -> bool:
-        seen = []
-        for broker in cluster.brokers:
-            with WireClient(broker) as wire:
-                found = wire.request(describe_acls(), 3)
-            seen.append(
-                sorted(
-                    (r.resource_type, r.resource_name, a.principal, a.operation, a.permission_type)
-                    for r in found.resources
-                    for a in r.acls
-                )
-            )
-        return all(acls == seen[0] for acls in seen)
-
-    wait_for(everywhere, 10, "every broker to have the same ACLs")
-
-
 def alice_acls(admin: CkAdmin, name: str) -> set[tuple[Any, ...]]:
     found = admin.describe_acls(
         AclBindingFilter(
@@ -224,51 +167,6 @@ def alice_acls(admin: CkAdmin, name: str) -> set[tuple[Any, ...]]:
 
 
 # -- confluent-kafka -----------------------------------------------------------------------
-
-
-def ck_produce(cluster: LocalCluster, topic: str, count: int = 5, **extra: Any) -> list[int]:
-    """Error codes of each delivery (0 for success)."""
-    producer = CkProducer(
-        {**ck_conf(cluster), "message.timeout.ms": 15_000, "linger.ms": 0, **extra}
-    )
-    codes: list[int] = []
-    for i in range(count):
-        producer.produce(
-            topic,
-            b"v%d" % i,
-            on_delivery=lambda err, msg: codes.append(err.code() if err else 0),
-        )
-    assert producer.flush(30) == 0
-    return codes
-
-
-def ck_consume(cluster: LocalCluster, topic: str, group: str, wanted: int) -> list[bytes] | int:
-    """The values read from the start, or the first error code the consumer reports."""
-    consumer = CkConsumer(
-        {
-            **ck_conf(cluster),
-            "group.id": group,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
-    )
-    values: list[bytes] = []
-    try:
-        consumer.subscribe([topic])
-        for _ in range(60):
-            msg = consumer.poll(1.0)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() == CkError._PARTITION_EOF:
-                    continue
-                return int(msg.error().code())
-            values.append(msg.value())
-            if len(values) == wanted:
-                return values
-    finally:
-        consumer.close()
-    return values
 
 
 def test_confluent_kafka_matrix(acl_cluster: LocalCluster, admin: CkAdmin) -> None:
