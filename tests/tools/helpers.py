@@ -16,11 +16,12 @@ GREGOR = str(Path(sys.executable).parent / "gregor")
 
 
 def gregor(
-    *args: str, check: bool = True, timeout: float = 120
+    *args: str, check: bool = True, timeout: float = 120, stdin: str = ""
 ) -> subprocess.CompletedProcess[str]:
-    """Run `gregor ARGS`; with `check`, fail the test (showing stderr) on a non-zero exit."""
+    """Run `gregor ARGS` with `stdin` as its input; with `check`, fail the test (showing
+    stderr) on a non-zero exit."""
     done = subprocess.run(
-        [GREGOR, *args], capture_output=True, text=True, timeout=timeout, check=False
+        [GREGOR, *args], input=stdin, capture_output=True, text=True, timeout=timeout, check=False
     )
     if check and done.returncode != 0:
         raise AssertionError(f"gregor {' '.join(args)} exited {done.returncode}: {done.stderr}")

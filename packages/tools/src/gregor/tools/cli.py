@@ -10,18 +10,31 @@ from gregor.client import ConfigError
 from gregor.protocol.errors import KafkaError, RequestTimedOutError, UnsupportedVersionError
 from gregor.tools import (
     __version__,
+    acls,
     configs,
     delete_records,
     dumplog,
     elect,
     groups,
     perf,
+    quotas,
     reassign,
     topics,
 )
 from gregor.tools.common import Parser, ToolError, one_line
 
-SUBCOMMANDS = (topics, groups, configs, perf, dumplog, delete_records, elect, reassign)
+SUBCOMMANDS = (
+    topics,
+    groups,
+    configs,
+    quotas,
+    acls,
+    perf,
+    dumplog,
+    delete_records,
+    elect,
+    reassign,
+)
 
 
 def build_parser() -> Parser:

@@ -16,6 +16,7 @@ from gregor.client.admin import (
     QuotaMatch,
     ResourceType,
 )
+from gregor.tools import quotas
 from gregor.tools.common import (
     Output,
     ToolError,
@@ -129,14 +130,13 @@ def describe_quotas(
         component = ClientQuotaFilterComponent(kind, QuotaMatch.DEFAULT)
     else:
         component = ClientQuotaFilterComponent(kind, QuotaMatch.EXACT, name)
-    found = client.describe_client_quotas([component], strict=True)
     return [
         {
             "entity_type": entity_type,
-            "entity_name": entity.as_dict().get(kind) or "",
-            "configs": {key: {"value": str(value)} for key, value in sorted(values.items())},
+            "entity_name": found["entity"].get(kind) or "",
+            "configs": {key: {"value": str(value)} for key, value in found["quotas"].items()},
         }
-        for entity, values in sorted(found.items(), key=lambda item: str(item[0].entries))
+        for found in quotas.describe(client, [component], strict=True)
     ]
 
 
@@ -150,13 +150,8 @@ def run_alter(args: argparse.Namespace) -> int:
         raise ToolError("nothing to alter: give --add-config or --delete-config")
     with admin(args) as client:
         if args.entity_type in QUOTA_ENTITIES:
-            try:
-                quotas: dict[str, float | None] = {k: float(v) for k, v in sets.items()}
-            except ValueError:
-                raise ToolError(f"quota values are numbers: {sets}") from None
-            quotas.update(dict.fromkeys(deletes))
             entity = ClientQuotaEntity({QUOTA_ENTITIES[args.entity_type]: name or None})
-            client.alter_client_quotas({entity: quotas})
+            client.alter_client_quotas({entity: quotas.quota_changes(sets, deletes)})
         else:
             resource = ConfigResource(RESOURCES[args.entity_type], name)
             if resource.type is ResourceType.TOPIC:
