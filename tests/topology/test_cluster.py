@@ -75,6 +75,14 @@ consumer.close()
 print(json.dumps(records))
 """
 
+ENDS = """
+import sys
+from confluent_kafka import Consumer, TopicPartition
+consumer = Consumer({"bootstrap.servers": sys.argv[1], "group.id": "ends"})
+print(consumer.get_watermark_offsets(TopicPartition("dc1.heartbeats", 0), 30)[1])
+consumer.close()
+"""
+
 
 def run_json(topology: NetnsTopology, host: str, code: str, *args: object) -> Any:
     done = run_on(topology, host, code, *map(str, args))
@@ -114,7 +122,8 @@ def test_nothing_outlives_a_crashed_harness_once_down_ran(tmp_path: Path) -> Non
     topology = NetnsTopology(load(DESCRIPTION), tmp_path)
     try:
         cli = start_cli(tmp_path)
-        assert sum(1 for row in topology.status() if row.serving) == 3 + 1 + 6
+        # The ensembles, six brokers and two mirrors copying.
+        assert sum(1 for row in topology.status() if row.serving) == 3 + 1 + 6 + 2
         cli.kill()
         cli.wait()
         assert len(namespaces.namespaces(topology.prefix)) == 17
@@ -155,3 +164,28 @@ def test_a_wan_cut_stops_cross_datacenter_traffic_until_healed(topology: NetnsTo
     assert healed == {"acked": list(range(20, 30)), "errors": []}
     records = run_json(topology, "dc2-client", CONSUME, dc1, "cut", 20)
     assert sorted(r[3] for r in records) == list(range(10, 30))  # none of the timed out
+
+
+def test_mirrors_are_ready_once_they_copy(topology: NetnsTopology) -> None:
+    """A mirror is ready once a record of its source has reached its datacenter: with the
+    WAN cut, each mirror runs and is not ready, and says why; healed, both copy."""
+    faults = NetworkFaults(topology)
+    faults.cut_wan()
+    try:
+        mirrors = topology.start_mirrors()
+        for mirror in mirrors:
+            other = "dc2" if mirror.datacenter == "dc1" else "dc1"
+            with pytest.raises(RuntimeError, match=f"not copying after 1s: no broker of {other}"):
+                mirror.wait_ready(1.0)
+            assert mirror.is_running()
+    finally:
+        faults.heal()
+    try:
+        for mirror in mirrors:
+            mirror.wait_ready(120.0)
+        status = {row.host.name: row.serving for row in topology.status()}
+        assert status["dc1-mirror"] is status["dc2-mirror"] is True
+        ends = run_json(topology, "dc2-client", ENDS, topology.bootstrap_servers("dc2"))
+        assert ends > 0  # dc1's heartbeats in dc2, as dc1.heartbeats
+    finally:
+        topology.stop_mirrors()

@@ -1,15 +1,26 @@
 """A topology's `gregor-mirror` host as a process: `gregor-mirror mm2.properties --clusters
 <its datacenter>`, copying every topic of its `source` datacenter into its own (MirrorMaker
-2's names: remote topics `<source>.<topic>`, checkpoints, heartbeats)."""
+2's names: remote topics `<source>.<topic>`, checkpoints, heartbeats).
+
+A mirror is ready once it copies, shown as MM2's users check a replication path: the
+heartbeats emitted into its source (by the mirror writing into that datacenter) arrive in
+its own datacenter as `<source>.heartbeats`. That record has been fetched from the source,
+its remote topic created and the record delivered into the target, and its offset syncs
+follow. With no mirror writing into the source, it is ready once its own heartbeats are
+written into its datacenter.
+"""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from gregor.devcluster.supervisor import Supervised
+from gregor.devcluster.supervisor import Supervised, wait_until
 from gregor.devcluster.topology import Host, Topology
+from gregor.devcluster.wire import end_offsets
 from gregor.storage.checkpoints import format_properties
+
+HEARTBEATS = "heartbeats"  # MM2's heartbeats topic, in each cluster a flow writes into
 
 
 def mirror_command() -> list[str]:
@@ -36,6 +47,31 @@ def mirror_properties(topology: Topology, host: Host) -> dict[str, str]:
     }
 
 
+def not_copying(topology: Topology, host: Host) -> str | None:
+    """Why the mirror of `host` is not ready yet (see above), or None once it is. Asks the
+    brokers at their addresses, from wherever it is called (a host of the topology)."""
+    assert host.source is not None
+    source, target = host.source, host.datacenter
+    writes_into_source = any(
+        h.service == "mirror" and h.datacenter == source for h in topology.hosts.values()
+    )
+    needed = [(source, HEARTBEATS), (target, f"{source}.{HEARTBEATS}")]
+    for datacenter, topic in needed if writes_into_source else [(target, HEARTBEATS)]:
+        brokers = {
+            h.id: (str(h.address), topology.ports.broker)
+            for h in topology.hosts_of(datacenter, "broker")
+            if h.id is not None
+        }
+        try:
+            ends = end_offsets(brokers, topic)
+        except ConnectionError:
+            return f"no broker of {datacenter} answers"
+        if not ends or not any(ends.values()):
+            state = "does not exist" if ends is None else "is empty"
+            return f"{datacenter}'s topic {topic} {state}"
+    return None
+
+
 class MirrorProcess(Supervised):
     """A mirror host's gregor-mirror, with its config and log in `directory`."""
 
@@ -43,12 +79,14 @@ class MirrorProcess(Supervised):
         self, topology: Topology, host: Host, directory: Path, namespace: str | None = None
     ) -> None:
         super().__init__(f"mirror {host.name}", directory / "mirror.log", namespace)
+        self.topology = topology
+        self.host = host
         self.properties = mirror_properties(topology, host)
         self.config_path = directory / "mm2.properties"
         self.datacenter = host.datacenter
 
     def launch(self) -> None:
-        """Start the process (it has no readiness to wait for: it copies once it runs)."""
+        """Start the process without waiting for it (see `wait_ready`)."""
         if self.is_running():
             return
         self.config_path.parent.mkdir(parents=True, exist_ok=True)
@@ -57,5 +95,22 @@ class MirrorProcess(Supervised):
         argv = [*mirror_command(), str(self.config_path), "--clusters", self.datacenter]
         self.spawn(self.command(argv))
 
-    def wait_ready(self, timeout: float = 0.0) -> None:
-        self.check_alive()
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        """Wait until the mirror copies; raise naming what is missing, with its log's tail,
+        if it does not in time or exits."""
+        missing = ["not asked yet"]
+
+        def ready() -> bool:
+            self.check_alive()
+            missing[0] = self.probe(not_copying, self.topology, self.host) or ""
+            return not missing[0]
+
+        try:
+            wait_until(ready, timeout, f"{self.name} to copy", interval=0.5)
+        except TimeoutError:
+            raise RuntimeError(
+                f"{self.name} ({self.host.source}->{self.datacenter}) is not copying after "
+                f"{timeout:.0f}s: {missing[0]}; its log ends with:\n{self.log_tail()}"
+            ) from None
+        except RuntimeError as exc:
+            raise RuntimeError(f"{exc}; its log ends with:\n{self.log_tail()}") from exc

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from gregor.devcluster import disks, namespaces
 from gregor.devcluster.broker import BrokerProcess
-from gregor.devcluster.mirror import MirrorProcess
+from gregor.devcluster.mirror import MirrorProcess, not_copying
 from gregor.devcluster.supervisor import Supervised
 from gregor.devcluster.topology import Host, Topology, load
 from gregor.devcluster.wire import api_versions
@@ -52,7 +52,8 @@ class HostStatus:
     namespace: str
     exists: bool
     pids: list[int]
-    serving: bool | None  # None: the host runs no service of ours (or services are off)
+    # None: the host runs no service of ours (or they are off); a mirror serves once it copies
+    serving: bool | None
 
 
 class NetnsTopology:
@@ -74,6 +75,7 @@ class NetnsTopology:
         self.prefix = f"gregor-{self.run_id}-"
         self.processes: dict[str, Supervised] = {}
         self.services = True  # whether `up` starts ZooKeeper and the brokers
+        self.mirrors = False  # and the mirrors
 
     def namespace(self, host: str) -> str:
         """The namespace of a host (or of a datacenter's gateway, `<dc>-gw`)."""
@@ -96,10 +98,12 @@ class NetnsTopology:
         """Build the network (after removing what an earlier run left), then start every
         ZooKeeper ensemble and broker (of `datacenters` only, if given: a test of one
         cluster spares the machine the other), and with `mirrors` each mirror host's
-        gregor-mirror; return once all serve. On any failure, or an interrupt, everything
-        is torn down again."""
+        gregor-mirror; return once all serve and every mirror copies (RuntimeError naming
+        what is not ready after `timeout`). On any failure, or an interrupt, everything is
+        torn down again."""
         teardown(self.directory, self.prefix)
         self.services = services
+        self.mirrors = False  # until start_mirrors
         self.directory.mkdir(parents=True, exist_ok=True)
         # Written first: a harness that dies from here on leaves a state `down` can read.
         self.state_path.write_text(json.dumps(self._state(), indent=2) + "\n")
@@ -108,7 +112,8 @@ class NetnsTopology:
             if services:
                 self._start_services(timeout, datacenters)
             if services and mirrors:
-                self.start_mirrors()
+                for mirror in self.start_mirrors():
+                    mirror.wait_ready(timeout)
         except BaseException:
             self.down()
             raise
@@ -129,7 +134,9 @@ class NetnsTopology:
         """Each host's namespace, processes, and whether its service answers (as the state
         on disk says whether services were started)."""
         if self.state_path.exists():
-            self.services = bool(json.loads(self.state_path.read_text()).get("services", True))
+            state = json.loads(self.state_path.read_text())
+            self.services = bool(state.get("services", True))
+            self.mirrors = bool(state.get("mirrors", False))
         return [self._host_status(host) for host in self.topology.hosts.values()]
 
     def bootstrap_servers(self, datacenter: str) -> str:
@@ -140,6 +147,7 @@ class NetnsTopology:
             "run_id": self.run_id,
             "prefix": self.prefix,
             "services": self.services,
+            "mirrors": self.mirrors,
             "stop_order": [
                 [self.namespace(h.name) for h in self._hosts(group)] for group in _STOP_ORDER
             ],
@@ -215,7 +223,9 @@ class NetnsTopology:
             broker.wait_ready(timeout)
 
     def start_mirrors(self) -> list[MirrorProcess]:
-        """Start every mirror host's gregor-mirror (both datacenters' clusters must run)."""
+        """Start every mirror host's gregor-mirror (both datacenters' clusters must run)
+        without waiting for it to copy (see MirrorProcess.wait_ready)."""
+        self._set_mirrors(True)
         started = []
         for host in self._hosts(("mirror",)):
             mirror = MirrorProcess(
@@ -225,6 +235,18 @@ class NetnsTopology:
             mirror.launch()
             started.append(mirror)
         return started
+
+    def stop_mirrors(self) -> None:
+        for host in self._hosts(("mirror",)):
+            mirror = self.processes.pop(host.name, None)
+            if mirror is not None:
+                mirror.stop(_STOP_TIMEOUT)
+        self._set_mirrors(False)
+
+    def _set_mirrors(self, running: bool) -> None:
+        """Whether the mirrors run, also in the state file (for `status` elsewhere)."""
+        self.mirrors = running
+        self.state_path.write_text(json.dumps(self._state(), indent=2) + "\n")
 
     def _zookeeper(self, host: Host) -> ZooKeeper:
         server = zookeeper_for(self.topology, host, self.directory / host.name, str(host.address))
@@ -256,6 +278,8 @@ class NetnsTopology:
             serving = exists and (
                 namespaces.call_in(namespace, api_versions, address, ports.broker, 1.0) is not None
             )
+        elif host.service == "mirror" and self.mirrors:
+            serving = exists and not namespaces.call_in(namespace, not_copying, self.topology, host)
         return HostStatus(host, namespace, exists, pids, serving)
 
 

@@ -70,6 +70,9 @@ def run(topology: NetnsTopology, services: bool) -> int:
     except KeyboardInterrupt:
         print("\nstopped", flush=True)
         return 0
+    except RuntimeError as exc:  # a service that did not start, or a mirror not copying
+        print(f"error: {exc}\nstopped", file=sys.stderr, flush=True)
+        return 1
     try:
         print(f"up in {time.monotonic() - started:.1f}s")
         show(topology)
@@ -92,6 +95,8 @@ def show(topology: NetnsTopology) -> int:
     for row in topology.status():
         host = row.host
         serving = {None: "", True: "serving", False: "NOT SERVING"}[row.serving]
+        if host.service == "mirror" and row.serving is not None:
+            serving = "copying" if row.serving else "NOT COPYING"
         pids = ",".join(map(str, row.pids)) or "-"
         print(
             f"{host.name:<13} {host.service:<10} {host.address!s:<13} "
