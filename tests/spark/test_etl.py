@@ -18,10 +18,12 @@ import signal
 import subprocess
 import sys
 import threading
+import urllib.request
 from pathlib import Path
 
 import confluent_kafka
 import pyarrow.dataset as ds
+from prometheus_client.parser import text_string_to_metric_families
 
 from gregor.client import Consumer, TopicPartition
 from gregor.devcluster import LocalCluster
@@ -74,12 +76,14 @@ def progress(log: str, topic: str) -> list[re.Match[str]]:
     return lines
 
 
-def etl(bootstrap: str, topic: str, warehouse: Path, schema: Path) -> subprocess.Popen[bytes]:
+def etl(
+    bootstrap: str, topic: str, warehouse: Path, schema: Path, *extra: str
+) -> subprocess.Popen[bytes]:
     command = [
         sys.executable, "-m", "gregor.spark.etl",
         "--bootstrap-servers", bootstrap, "--topics", topic, "--warehouse", str(warehouse),
         "--master", "local[2]", "--value-format", "json", "--schema", str(schema),
-        "--max-records-per-batch", str(BATCH), "--group", f"etl-{topic}",
+        "--max-records-per-batch", str(BATCH), "--group", f"etl-{topic}", *extra,
     ]  # fmt: skip
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
     log = (warehouse.parent / "etl.log").open("ab")
@@ -194,3 +198,65 @@ def test_etl_rerun_finishes_a_batch_planned_but_not_committed(
         (r["partition"], r["offset"]) for r in rejected.select(["partition", "offset"]).to_pylist()
     ]
     assert sorted(seen) == sorted((n % PARTITIONS, n // PARTITIONS) for n in range(records))
+
+
+def test_etl_metrics_for_prometheus(shared_cluster: LocalCluster, tmp_path: Path) -> None:
+    """With --metrics-listener, gregor-etl serves its figures while it runs and, with
+    --metrics-linger, after it, until SIGTERM: what prometheus_client's parser reads there
+    is exactly what was produced (records read, written to the table, rejected), one
+    duration per batch, and per partition the committed offset (the end) and no lag."""
+    bootstrap = shared_cluster.bootstrap_servers
+    topic = unique_topic("etl-metrics")
+    create_topic(shared_cluster, topic, partitions=PARTITIONS, replication_factor=2)
+    records = 3000  # 4 of them bad JSON, in 2 batches of 1,500
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap})
+    for n in range(records):
+        producer.produce(topic, value=value(n), partition=n % PARTITIONS)
+    assert producer.flush(60) == 0
+    bad = sum(1 for n in range(records) if n % BAD_EVERY == 5)
+    warehouse = tmp_path / "warehouse"
+    schema = tmp_path / "schema.ddl"
+    schema.write_text("n bigint, name string")
+    log = tmp_path / "etl.log"
+    process = etl(
+        bootstrap, topic, warehouse, schema,
+        "--metrics-listener", "http://127.0.0.1:0", "--metrics-linger", "600",
+    )  # fmt: skip
+    try:
+        wait_for(
+            lambda: "serving the final metrics" in log.read_text() or process.poll() is not None,
+            600,
+            "gregor-etl to finish its run",
+        )
+        text = log.read_text()
+        assert process.poll() is None, text[-5000:]
+        [url] = re.findall(r"metrics for Prometheus on (http://\S+)", text)
+        with urllib.request.urlopen(url, timeout=30) as response:
+            scraped = response.read().decode()
+        process.send_signal(signal.SIGTERM)  # ends the linger: exit status 0
+        assert process.wait(60) == 0, log.read_text()[-5000:]
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(60)
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(scraped)
+        for s in family.samples
+    }
+
+    def sample(name: str, **labels: str) -> float:
+        return samples[f"gregor_etl_{name}", tuple(sorted({"topic": topic, **labels}.items()))]
+
+    batches = len(progress(log.read_text(), topic))
+    assert batches >= 2
+    assert sample("records_read_total") == records
+    assert sample("records_written_total") == records - bad
+    assert sample("records_rejected_total") == bad
+    assert sample("batches_total") == sample("batch_duration_seconds_count") == batches
+    assert sample("batch_duration_seconds_sum") > 0
+    for p in range(PARTITIONS):
+        assert sample("committed_offset", partition=str(p)) == records // PARTITIONS
+        assert sample("lag", partition=str(p)) == 0
+    rows = ds.dataset(warehouse / topic, format="parquet", partitioning="hive").count_rows()
+    assert rows == records - bad

@@ -18,11 +18,11 @@ import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 import attrs
 
 from gregor.client import ConfigError
+from gregor.client.exporter import parse_listener
 from gregor.mirror.policy import ReplicationPolicy, policy_from_config
 
 T = TypeVar("T")
@@ -74,18 +74,6 @@ def load(path: str | Path) -> MirrorConfig:
 
 
 # -- value readers -------------------------------------------------------------------------
-
-
-def _listener(value: str) -> tuple[str, int]:
-    """(host, port) of `http://HOST:PORT`."""
-    url = urlsplit(value)
-    try:
-        port = url.port
-    except ValueError:
-        port = None
-    if url.scheme != "http" or not url.hostname or port is None or url.path not in ("", "/"):
-        raise ValueError("must be http://HOST:PORT, e.g. http://0.0.0.0:9108")
-    return url.hostname, port
 
 
 def _bool(value: str) -> bool:
@@ -258,7 +246,7 @@ class MirrorConfig:
                     )
         listener = props.get(PROMETHEUS_LISTENER)
         try:
-            prometheus = _listener(listener) if listener else None
+            prometheus = parse_listener(listener) if listener else None
         except ValueError as exc:
             raise MirrorConfigError(f"{PROMETHEUS_LISTENER} = {listener!r}: {exc}") from None
         return cls(clusters, flows, prometheus)

@@ -9,16 +9,13 @@ start, in milliseconds, to be divided over a rate window), with the window's max
 gauge, as MM2 reports `-max`; lag is a gauge. `checkpoint_latency_ms` is per flow.
 
 The figures are read from the flows' FlowMetrics when scraped: the copy path does no more
-work for it. The HTTP server is prometheus_client's, in a thread of its own.
+work for it. gregor.client.exporter serves them (prometheus_client's HTTP server, in a thread).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from threading import Thread
-from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -87,12 +84,3 @@ class MirrorCollector(Collector):
             stat = flow.checkpoint_latency
             checkpoints.add_metric([source, target], stat.all_count, stat.all_total)
         return [records, size, age, age_max, latency, latency_max, lag, checkpoints]
-
-
-def serve(listener: tuple[str, int], flows: Sequence[FlowMetrics]) -> tuple[WSGIServer, Thread]:
-    """Start the exporter (OSError if the address cannot be bound); `shutdown()` the
-    server to stop it."""
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(MirrorCollector(flows))
-    host, port = listener
-    return start_http_server(port, host, registry)

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import trio
 
+from gregor.client.exporter import serving
 from gregor.mirror.config import PROMETHEUS_LISTENER, MirrorConfig, MirrorConfigError
 from gregor.mirror.flow import Flow, keep_running
 from gregor.mirror.heartbeats import emit_heartbeats
@@ -52,22 +53,19 @@ class Mirror:
             yield
             return
         # (imported here: without a listener, prometheus_client is never loaded)
-        from gregor.mirror.prometheus import serve
+        from gregor.mirror.prometheus import MirrorCollector
 
-        try:
-            server, thread = serve(listener, [flow.metrics for flow in self.flows])
-        except OSError as exc:
-            raise MirrorConfigError(
-                f"{PROMETHEUS_LISTENER} = http://{listener[0]}:{listener[1]}: cannot listen "
-                f"there ({exc})"
-            ) from exc
-        log.info("metrics for Prometheus on http://%s:%d/metrics", *server.server_address[:2])
-        try:
+        collector = MirrorCollector([flow.metrics for flow in self.flows])
+        with contextlib.ExitStack() as stack:
+            try:
+                address = stack.enter_context(serving(listener, collector))
+            except OSError as exc:
+                raise MirrorConfigError(
+                    f"{PROMETHEUS_LISTENER} = http://{listener[0]}:{listener[1]}: cannot "
+                    f"listen there ({exc})"
+                ) from exc
+            log.info("metrics for Prometheus on http://%s:%d/metrics", *address)
             yield
-        finally:
-            server.shutdown()
-            server.server_close()
-            thread.join()
 
     async def _run(self) -> None:
         async with trio.open_nursery() as nursery:

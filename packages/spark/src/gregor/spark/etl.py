@@ -3,6 +3,7 @@
     gregor-etl --bootstrap-servers B --topics T1,T2 --warehouse PATH [--master URL]
                [--partition-by date,hour] [--value-format raw|json --schema FILE]
                [--max-records-per-batch N] [--group G]
+               [--metrics-listener http://HOST:PORT [--metrics-linger SECONDS]]
 
 One Structured Streaming query per topic, run with Trigger.AvailableNow: it reads what the
 topic holds now through the `gregor` source and stops. Spark is the engine; this module only
@@ -21,20 +22,29 @@ Tables are Hive-style: PATH/<topic>/date=YYYY-MM-DD/hour=HH/part-*.parquet. With
 become columns, and a value that does not parse goes to PATH/_rejected/<topic> with its
 topic, partition, offset and the reason. After every committed batch the group's offsets
 (--group, default gregor-etl) are committed to the cluster, so Kafka tools show the lag.
+
+With --metrics-listener, the run's metrics (records read, written and rejected, batches and
+their durations, committed offsets and lag per partition: see gregor.spark.metrics) are
+served to Prometheus while it runs, and --metrics-linger seconds after it (until SIGTERM or
+SIGINT), so that a scrape sees the final figures of a short run.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
+import signal
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gregor.client import Consumer, TopicPartition
+from gregor.client.exporter import parse_listener, serving
+from gregor.spark.metrics import EtlCollector, EtlMetrics
 from gregor.spark.planning import INTERNAL_TOPICS, by_tp, from_json_offsets
 
 if TYPE_CHECKING:
@@ -44,6 +54,7 @@ if TYPE_CHECKING:
 CHECKPOINTS = "_checkpoints"
 REJECTED = "_rejected"
 CORRUPT = "_corrupt_record"
+OBSERVED = "gregor_etl_rows"  # each output's rows per batch, counted by Spark (observe())
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -68,7 +79,24 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         metavar="KEY=VALUE",
         help="another client option (repeatable), e.g. security.protocol=SSL",
     )
+    parser.add_argument(
+        "--metrics-listener",
+        metavar="http://HOST:PORT",
+        help="serve metrics for Prometheus there (port 0: any free one)",
+    )
+    parser.add_argument(
+        "--metrics-linger",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="keep serving the final metrics this long after the run (SIGTERM ends it)",
+    )
     args = parser.parse_args(argv)
+    if args.metrics_listener:
+        try:
+            args.metrics_listener = parse_listener(args.metrics_listener)
+        except ValueError as exc:
+            parser.error(f"--metrics-listener {args.metrics_listener}: {exc}")
     if args.value_format == "json" and not args.schema:
         parser.error("--value-format json needs --schema")
     partition_by = [p.strip() for p in args.partition_by.split(",") if p.strip()]
@@ -299,7 +327,8 @@ def start_queries(
         table = warehouse / name
         remove_uncommitted(table)
         writer = (
-            frame.writeStream.format("parquet")
+            frame.observe(OBSERVED, F.count(F.lit(1)).alias("rows"))
+            .writeStream.format("parquet")
             .option("path", str(table))
             .option("checkpointLocation", str(warehouse / CHECKPOINTS / name))
             .trigger(availableNow=True)
@@ -312,8 +341,6 @@ def start_queries(
 
 
 def run(args: argparse.Namespace) -> int:
-    from pyspark.sql.streaming.listener import StreamingQueryListener
-
     client = client_options(args)
     group = Consumer({**client, "group.id": args.group, "enable.auto.commit": "false"})
     try:
@@ -321,77 +348,134 @@ def run(args: argparse.Namespace) -> int:
         if not topics:
             print("gregor-etl: no topics to load", flush=True)
             return 0
-        spark = spark_session(args.master)
-        warehouse: Path = args.warehouse
-        started = time.monotonic()
-        totals: dict[str, int] = dict.fromkeys(topics, 0)
-
-        class Progress(StreamingQueryListener):
-            def onQueryStarted(self, event: Any) -> None:
-                pass
-
-            def onQueryProgress(self, event: Any) -> None:
-                progress = event.progress
-                name = progress.name or ""
-                if name.startswith(REJECTED):
-                    return
-                for source in progress.sources:
-                    end = source_offsets(source.endOffset)
-                    if end is None:
-                        continue
-                    start = source_offsets(source.startOffset) or {}
-                    # None when the batch was planned by an earlier run: this run never
-                    # asked for the latest offsets, so ask the cluster.
-                    latest = source_offsets(source.latestOffset)
-                    if latest is None:
-                        ends = group.end_offsets([TopicPartition(*tp) for tp in end])
-                        latest = by_tp(ends)
-                    totals[name] = totals.get(name, 0) + progress.numInputRows
-                    commit_group(group, end)
-                    print(
-                        progress_line(
-                            name, progress.batchId, progress.numInputRows, totals[name],
-                            start, end, latest,
-                        ),
-                        flush=True,
-                    )  # fmt: skip
-
-            def onQueryIdle(self, event: Any) -> None:
-                pass
-
-            def onQueryTerminated(self, event: Any) -> None:
-                pass
-
-        listener = Progress()
-        spark.streams.addListener(listener)
-        queries = [q for topic in topics for q in start_queries(spark, args, topic, client)]
-        failed = []
-        for query in queries:
-            query.awaitTermination()
-            if query.exception() is not None:
-                failed.append(f"{query.name}: {query.exception()}")
-        spark.streams.removeListener(listener)
-        # The group's offsets follow the checkpoints, also when this run found nothing new
-        # (a crash may have come between a batch and its group commit).
-        for topic in topics:
-            offsets = checkpoint_offsets(warehouse / CHECKPOINTS / topic)
-            if offsets:
-                commit_group(group, offsets)
-            ends = group.end_offsets([TopicPartition(t, p) for t, p in offsets or {}])
-            lag = sum(ends[TopicPartition(*tp)] - o for tp, o in (offsets or {}).items())
-            print(
-                f"gregor-etl: {topic}: {totals.get(topic, 0)} records loaded this run, "
-                f"lag {lag}, table {warehouse / topic}",
-                flush=True,
-            )
-        print(f"gregor-etl: done in {time.monotonic() - started:.1f} s", flush=True)
-        if failed:
-            print("gregor-etl: failed: " + "; ".join(failed), file=sys.stderr, flush=True)
-            return 1
-        spark.stop()
-        return 0
+        metrics = EtlMetrics(topics)
+        with exporting(args, metrics):
+            status = load(args, client, group, topics, metrics)
+            if args.metrics_listener and args.metrics_linger > 0:
+                linger(args.metrics_linger)
+        return status
     finally:
         group.close(commit=False)
+
+
+@contextlib.contextmanager
+def exporting(args: argparse.Namespace, metrics: EtlMetrics) -> Iterator[None]:
+    """The Prometheus exporter, with --metrics-listener, while the block runs."""
+    with contextlib.ExitStack() as stack:
+        if args.metrics_listener:
+            try:
+                host, port = stack.enter_context(
+                    serving(args.metrics_listener, EtlCollector(metrics))
+                )
+            except OSError as exc:
+                raise SystemExit(f"gregor-etl: --metrics-listener: cannot listen ({exc})") from None
+            print(f"gregor-etl: metrics for Prometheus on http://{host}:{port}/metrics", flush=True)
+        yield
+
+
+def linger(seconds: float) -> None:
+    """Serve the final figures a while longer: until `seconds` pass or SIGTERM/SIGINT."""
+    print(f"gregor-etl: serving the final metrics for {seconds:g} s", flush=True)
+    stop = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop)
+    try:
+        signal.sigtimedwait(stop, seconds)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, stop)
+
+
+def load(
+    args: argparse.Namespace,
+    client: Mapping[str, str],
+    group: Consumer,
+    topics: list[str],
+    metrics: EtlMetrics,
+) -> int:
+    from pyspark.sql.streaming.listener import StreamingQueryListener
+
+    spark = spark_session(args.master)
+    warehouse: Path = args.warehouse
+    started = time.monotonic()
+    totals: dict[str, int] = dict.fromkeys(topics, 0)
+
+    class Progress(StreamingQueryListener):
+        def onQueryStarted(self, event: Any) -> None:
+            pass
+
+        def onQueryProgress(self, event: Any) -> None:
+            progress = event.progress
+            name = progress.name or ""
+            observed = progress.observedMetrics.get(OBSERVED)
+            rows = int(observed["rows"]) if observed is not None else 0
+            if name.startswith(REJECTED):
+                metrics.rejected(name.removeprefix(REJECTED + "_"), rows)
+                return
+            for source in progress.sources:
+                end = source_offsets(source.endOffset)
+                if end is None:
+                    continue
+                start = source_offsets(source.startOffset) or {}
+                # None when the batch was planned by an earlier run: this run never
+                # asked for the latest offsets, so ask the cluster.
+                latest = source_offsets(source.latestOffset)
+                if latest is None:
+                    ends = group.end_offsets([TopicPartition(*tp) for tp in end])
+                    latest = by_tp(ends)
+                totals[name] = totals.get(name, 0) + progress.numInputRows
+                commit_group(group, end)
+                seconds = progress.durationMs.get("triggerExecution", 0) / 1000
+                metrics.batch(
+                    name, progress.numInputRows, rows, seconds, time.time(),
+                    partitions(end), partitions(latest),
+                )  # fmt: skip
+                print(
+                    progress_line(
+                        name, progress.batchId, progress.numInputRows, totals[name],
+                        start, end, latest,
+                    ),
+                    flush=True,
+                )  # fmt: skip
+
+        def onQueryIdle(self, event: Any) -> None:
+            pass
+
+        def onQueryTerminated(self, event: Any) -> None:
+            pass
+
+    listener = Progress()
+    spark.streams.addListener(listener)
+    queries = [q for topic in topics for q in start_queries(spark, args, topic, client)]
+    failed = []
+    for query in queries:
+        query.awaitTermination()
+        if query.exception() is not None:
+            failed.append(f"{query.name}: {query.exception()}")
+    spark.streams.removeListener(listener)
+    # The group's offsets follow the checkpoints, also when this run found nothing new
+    # (a crash may have come between a batch and its group commit).
+    for topic in topics:
+        offsets = checkpoint_offsets(warehouse / CHECKPOINTS / topic) or {}
+        if offsets:
+            commit_group(group, offsets)
+        ends = by_tp(group.end_offsets([TopicPartition(t, p) for t, p in offsets]))
+        metrics.offsets(topic, partitions(offsets), partitions(ends))
+        lag = sum(ends[tp] - o for tp, o in offsets.items())
+        print(
+            f"gregor-etl: {topic}: {totals.get(topic, 0)} records loaded this run, "
+            f"lag {lag}, table {warehouse / topic}",
+            flush=True,
+        )
+    print(f"gregor-etl: done in {time.monotonic() - started:.1f} s", flush=True)
+    if failed:
+        print("gregor-etl: failed: " + "; ".join(failed), file=sys.stderr, flush=True)
+        return 1
+    spark.stop()
+    return 0
+
+
+def partitions(offsets: Mapping[tuple[str, int], int]) -> dict[int, int]:
+    """One query's offsets (a query reads one topic) by partition."""
+    return {p: o for (_, p), o in offsets.items()}
 
 
 def main(argv: Sequence[str] | None = None) -> None:
