@@ -4,8 +4,10 @@ protocol (gregor-protocol frames), with just enough broker behind them.
 It is the other end of the wire, not a mock of the client: partitions hold the record
 batches producers sent (base offsets patched as a leader does), fetches return them, a
 small group coordinator runs the classic rebalance protocol, and offsets are committed.
-Tests inject faults through `hooks` (answer an API differently, once or always) and move
-leaders; `requests` records what the client sent.
+Tests inject faults through `hooks` (answer an API differently, once or always, at once or
+by returning an awaitable) and move leaders; `requests` records what the client sent. A
+producer's transactional requests (InitProducerId, AddPartitionsToTxn, EndTxn) are accepted
+as they come, when a test advertises them (TXN_VERSIONS).
 
 It runs its own trio loop in a background thread, so sync clients (their I/O on a thread
 of their own) and async tests use it the same way.
@@ -13,6 +15,7 @@ of their own) and async tests use it the same way.
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import threading
 import time
@@ -24,6 +27,12 @@ import attrs
 import trio
 
 from gregor.protocol.apis import api_name
+from gregor.protocol.apis.add_partitions_to_txn import (
+    AddPartitionsToTxnPartitionResult,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    AddPartitionsToTxnTopicResult,
+)
 from gregor.protocol.apis.alter_partition_reassignments import (
     AlterPartitionReassignmentsResponse,
     ReassignablePartitionResponse,
@@ -58,6 +67,7 @@ from gregor.protocol.apis.elect_leaders import (
     ReplicaElectionResult,
 )
 from gregor.protocol.apis.elect_leaders import TopicPartitions as ElectTopicPartitions
+from gregor.protocol.apis.end_txn import EndTxnRequest, EndTxnResponse
 from gregor.protocol.apis.fetch import (
     AbortedTransaction,
     FetchableTopicResponse,
@@ -75,6 +85,7 @@ from gregor.protocol.apis.incremental_alter_configs import (
     AlterConfigsResourceResponse as IncrementalAlterConfigsResourceResponse,
 )
 from gregor.protocol.apis.incremental_alter_configs import IncrementalAlterConfigsResponse
+from gregor.protocol.apis.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from gregor.protocol.apis.join_group import (
     JoinGroupRequest,
     JoinGroupResponse,
@@ -158,6 +169,13 @@ DEFAULT_VERSIONS: dict[int, tuple[int, int]] = {
     46: (0, 0),  # ListPartitionReassignments
 }
 
+# The transactional producer's APIs, for tests that add them to what the brokers advertise.
+TXN_VERSIONS: dict[int, tuple[int, int]] = {
+    22: (0, 4),  # InitProducerId
+    24: (0, 3),  # AddPartitionsToTxn
+    26: (0, 3),  # EndTxn
+}
+
 DROP = object()  # a hook's answer: close the connection instead of answering
 SILENT = object()  # a hook's answer: never answer
 
@@ -225,6 +243,7 @@ class ScriptedCluster:
         self.connections = 0
         self._appended = trio.Event()
         self._member_ids = itertools.count(1)
+        self._producer_ids = itertools.count(1000)
         self._token: trio.lowlevel.TrioToken | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
@@ -355,6 +374,7 @@ class ScriptedCluster:
         send_lock = trio.Lock()
         previous = trio.Event()
         previous.set()
+        previous_produce = previous  # Produce requests are handled one at a time, in order
         async with trio.open_nursery() as nursery:
             while True:
                 try:
@@ -369,8 +389,20 @@ class ScriptedCluster:
                     version = header.request_api_version
                     self.requests.append((broker, api_name(body.api_key), version, body))
                     done = trio.Event()
+                    handled_after = handled = None
+                    if isinstance(body, ProduceRequest):
+                        handled_after, handled = previous_produce, trio.Event()
+                        previous_produce = handled
                     nursery.start_soon(
-                        self._answer, broker, stream, send_lock, header, body, previous, done
+                        self._answer,
+                        broker,
+                        stream,
+                        send_lock,
+                        header,
+                        body,
+                        previous,
+                        done,
+                        (handled_after, handled),
                     )
                     previous = done
             nursery.cancel_scope.cancel()
@@ -384,14 +416,26 @@ class ScriptedCluster:
         body: Request,
         turn: trio.Event,
         done: trio.Event,
+        handling: tuple[trio.Event | None, trio.Event | None] = (None, None),
     ) -> None:
-        """Work concurrently, answer in request order (as a broker does on a connection)."""
+        """Work concurrently, answer in request order (as a broker does on a connection);
+        `handling`: the events to wait for before handling and to set after (Produce
+        requests reach the log in the order they came, as on a broker)."""
         version = header.request_api_version
+        handled_after, handled = handling
         try:
-            hook = self.hooks.get(body.api_key)
-            answer = hook(broker, body, version) if hook is not None else None
-            if answer is None:
-                answer = await self._handle(broker, body, version)
+            if handled_after is not None:
+                await handled_after.wait()
+            try:
+                hook = self.hooks.get(body.api_key)
+                answer = hook(broker, body, version) if hook is not None else None
+                if inspect.isawaitable(answer):  # a hook that answers later (on the loop)
+                    answer = await answer
+                if answer is None:
+                    answer = await self._handle(broker, body, version)
+            finally:
+                if handled is not None:
+                    handled.set()
             await turn.wait()
             if answer is SILENT:
                 await trio.sleep_forever()
@@ -593,6 +637,28 @@ class ScriptedCluster:
                 ]
             )
         return FindCoordinatorResponse(node_id=node, host="127.0.0.1", port=self.ports[node])
+
+    # -- transactions (every request accepted: the producer's side is what is tested) ------
+
+    async def _InitProducerIdRequest(
+        self, broker: int, body: InitProducerIdRequest, version: int
+    ) -> Response:
+        return InitProducerIdResponse(producer_id=next(self._producer_ids), producer_epoch=0)
+
+    async def _AddPartitionsToTxnRequest(
+        self, broker: int, body: AddPartitionsToTxnRequest, version: int
+    ) -> Response:
+        return AddPartitionsToTxnResponse(
+            results_by_topic_v3_and_below=[
+                AddPartitionsToTxnTopicResult(
+                    t.name, [AddPartitionsToTxnPartitionResult(p) for p in t.partitions]
+                )
+                for t in body.v3_and_below_topics
+            ]
+        )
+
+    async def _EndTxnRequest(self, broker: int, body: EndTxnRequest, version: int) -> Response:
+        return EndTxnResponse()
 
     def group(self, group_id: str) -> Group:
         if group_id not in self.groups:

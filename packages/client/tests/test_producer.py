@@ -3,13 +3,23 @@ partitioning, retries in order, timeouts, errors with context, compression, call
 
 from __future__ import annotations
 
+import itertools
 import re
 import threading
 import time
-from typing import Any
+from typing import Any, cast
 
 import pytest
-from client_scripted import DROP, SILENT, ScriptedCluster, scripted_cluster, wait_for
+import trio
+from client_scripted import (
+    DEFAULT_VERSIONS,
+    DROP,
+    SILENT,
+    TXN_VERSIONS,
+    ScriptedCluster,
+    scripted_cluster,
+    wait_for,
+)
 
 from gregor.client.producer import Producer
 from gregor.client.types import RecordMetadata
@@ -121,6 +131,49 @@ def test_a_retried_batch_keeps_partition_order_and_follows_the_leader() -> None:
         assert [r.value for r in cluster.records("t", 0)] == [b"%03d" % i for i in range(100)]
         brokers = [b for b, _, _ in cluster.sent("Produce")]
         assert brokers[0] == 0 and set(brokers[1:]) == {2}
+
+
+def test_batches_go_out_in_sequence_order_while_add_partitions_is_slow() -> None:
+    """A transactional producer's batches of a partition reach its leader in the order of
+    their sequence numbers, though the first of them waits for AddPartitionsToTxn: a batch
+    that overtook its predecessor would be refused (OUT_OF_ORDER_SEQUENCE_NUMBER), and once
+    the predecessor's success had been seen, failed for good (the transaction with it)."""
+    with scripted_cluster(1, versions={**DEFAULT_VERSIONS, **TXN_VERSIONS}) as cluster:
+        cluster.create_topic("t", 1)
+        adds = itertools.count()
+
+        def hold_all_but_the_first_add(broker: int, request: Any, version: int) -> Any:
+            """Only a second AddPartitionsToTxn is slow: answered once a batch went out
+            after another (up to 5 s), as the coordinator is while it writes the first."""
+            if next(adds) == 0:
+                return None
+
+            async def later() -> None:
+                with trio.move_on_after(5):
+                    while len(cluster.sent("Produce")) < 2:
+                        await trio.sleep(0.01)
+
+            return later()
+
+        cluster.hooks[24] = hold_all_but_the_first_add
+        values = [b"%03d" % i for i in range(60)]
+        config = {"transactional.id": "tx", "linger.ms": 20, "batch.size": 100}
+        with producer(cluster, **config) as p:
+            p.init_transactions()
+            p.begin_transaction()
+            futures = [p.produce("t", v, partition=0) for v in values]
+            p.commit_transaction()
+            offsets = [f.result(10).offset for f in futures]
+        produced = [
+            cast(ProduceRequest, r).topic_data[0].partition_data[0].records
+            for r in (r for _, _, r in cluster.sent("Produce"))
+        ]
+        sequences = [next(iter_batches(b)).header.base_sequence for b in produced]
+        assert len(sequences) > 5  # more batches than may be in flight at once
+        assert sequences == sorted(sequences)
+        assert [r.value for r in cluster.records("t", 0)] == values
+        assert offsets == list(range(len(values)))
+        assert len(cluster.sent("AddPartitionsToTxn")) == 1
 
 
 def test_a_lost_connection_is_retried(cluster: ScriptedCluster) -> None:

@@ -22,6 +22,7 @@ import logging
 import socket
 import ssl
 from collections import deque
+from collections.abc import Callable
 from typing import ClassVar, TypeVar
 
 import attrs
@@ -246,13 +247,15 @@ class BrokerConnection:
         *,
         timeout: float | None = None,
         response_type: type[R] | None = None,
+        written: Callable[[], object] | None = None,
     ) -> R:
         """Send `body` and wait for its response (decoded at the same version).
 
         `response_type` only narrows the static type; the response class comes from the API.
+        `written` is called once the request is on the wire, before its response comes.
         """
         version = self.version_for(type(body)) if version is None else version
-        pending = await self._send(body, version, expect_response=True)
+        pending = await self._send(body, version, expect_response=True, written=written)
         assert pending is not None
         limit = self.config.request_timeout if timeout is None else timeout
         with trio.move_on_after(limit) as scope:
@@ -277,7 +280,14 @@ class BrokerConnection:
         version = self.version_for(type(body)) if version is None else version
         await self._send(body, version, expect_response=False)
 
-    async def _send(self, body: Request, version: int, *, expect_response: bool) -> _Pending | None:
+    async def _send(
+        self,
+        body: Request,
+        version: int,
+        *,
+        expect_response: bool,
+        written: Callable[[], object] | None = None,
+    ) -> _Pending | None:
         self._check_open()
         await self._slots.acquire()
         correlation_id = next(self._correlation_ids) & 0x7FFFFFFF
@@ -306,6 +316,8 @@ class BrokerConnection:
                 # A frame may be half written: the stream can no longer be trusted.
                 self._close(NetworkError("a request was cancelled while being sent"))
                 raise
+            if written is not None:
+                written()
         if pending is None:
             self._slots.release()
         return pending

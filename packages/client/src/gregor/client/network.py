@@ -342,13 +342,17 @@ class NetworkClient:
         version: int | None = None,
         *,
         timeout: float | None = None,
+        written: Callable[[], object] | None = None,
     ) -> Response:
-        """Send on an open connection, honouring the broker's throttle; update it after."""
+        """Send on an open connection, honouring the broker's throttle; update it after.
+        `written` is called once the request is on the wire."""
         node = self._owner.get(connection)
         if node is not None and node.throttled_until > trio.current_time():
             await trio.sleep_until(node.throttled_until)
         try:
-            response: Response = await connection.request(body, version, timeout=timeout)
+            response: Response = await connection.request(
+                body, version, timeout=timeout, written=written
+            )
         except NetworkError:
             self.request_update()
             self._notify()

@@ -2,8 +2,11 @@
 
 One trio task loops: find the ready leaders, connect to those not connected yet, drain,
 and send each leader's request from a task of its own (a connection pipelines up to
-max.in.flight requests). It sleeps until the next linger or backoff expiry, or until an
-append, a completion or a connection wakes it.
+max.in.flight requests). Those tasks put their requests on the wire in the order they were
+drained (`WireOrder`), so a partition's batches reach its leader in sequence order. After a
+drain it looks again at once (more batches of a partition may fly); otherwise it sleeps
+until the next linger or backoff expiry, or until an append, a completion or a connection
+wakes it.
 
 Each partition of a response settles its batch:
 - no error: the batch is delivered at the base offset the broker gives;
@@ -83,6 +86,50 @@ def _named_record_errors(
     return named
 
 
+class WireOrder:
+    """Places in line for putting requests on one broker's connection.
+
+    The sender takes a place for each request as it drains the request's batches, so the
+    places follow the sequence numbers it stamps; each request's task then waits for its
+    place before anything else (AddPartitionsToTxn, the connection, a free in-flight slot).
+    The tasks' own order is no guide: trio runs woken tasks in any order, and one may wait
+    for its AddPartitionsToTxn while a later one has nothing to wait for. A batch that
+    reached the broker before its predecessor would be refused (OUT_OF_ORDER_SEQUENCE_NUMBER)
+    and, when that predecessor's success had been seen first, failed for good.
+    """
+
+    __slots__ = ("_done", "_moved", "_taken", "_turn")
+
+    def __init__(self) -> None:
+        self._taken = 0  # places handed out
+        self._turn = 0  # the place whose request goes next
+        self._done: set[int] = set()  # places given up out of turn (a task that failed)
+        self._moved: trio.Event | None = None
+
+    def take(self) -> int:
+        place = self._taken
+        self._taken += 1
+        return place
+
+    async def wait(self, place: int) -> None:
+        while self._turn != place:
+            if self._moved is None:
+                self._moved = trio.Event()
+            await self._moved.wait()
+
+    def release(self, place: int) -> None:
+        """The place's request is written (or will never be); a second call is a no-op."""
+        if place < self._turn or place in self._done:
+            return
+        self._done.add(place)
+        while self._turn in self._done:
+            self._done.remove(self._turn)
+            self._turn += 1
+        if self._moved is not None:
+            self._moved.set()
+            self._moved = None
+
+
 class Sender:
     def __init__(
         self,
@@ -100,6 +147,7 @@ class Sender:
         self.request_timeout = config.request_timeout_ms / 1000
         self.backoff = Backoff(config.retry_backoff_ms, config.retry_backoff_max_ms)
         self._wakeup = Wakeup()
+        self._order: dict[int, WireOrder] = {}  # by broker
         self._running = 0
         self.closing = False
         # Told of each completed batch that has on_delivery callbacks to run.
@@ -178,10 +226,17 @@ class Sender:
         delay = check.next_check - now
         if ready:
             drained = accumulator.drain(cluster, ready, now)
+            if drained:
+                # A drain takes one batch per partition: look again at once, for the next
+                # ones that may fly (max.in.flight), as Java's sender polls with no wait.
+                delay = 0.0
             for node, batches in drained.items():
                 self._stamp_sequences(batches)
+                order = self._order.get(node)
+                if order is None:
+                    order = self._order[node] = WireOrder()
                 self._running += 1
-                nursery.start_soon(self._send, node, batches, cluster)
+                nursery.start_soon(self._send, node, batches, cluster, order, order.take())
         if check.nodes - ready:
             delay = min(delay, 0.1)  # re-check soon: a connection is on its way
         if self.closing and accumulator.has_unsent():
@@ -200,10 +255,18 @@ class Sender:
                 batch.base_sequence = transactions.next_sequence(batch.tp, batch.count)
                 batch.builder.is_transactional = transactional
 
-    async def _send(self, node: int, batches: list[ProducerBatch], cluster: Cluster) -> None:
+    async def _send(
+        self,
+        node: int,
+        batches: list[ProducerBatch],
+        cluster: Cluster,
+        order: WireOrder,
+        place: int,
+    ) -> None:
         where = str(cluster.broker(node) or f"broker {node}")
         try:
-            await self._send_request(node, batches, where)
+            await order.wait(place)
+            await self._send_request(node, batches, where, lambda: order.release(place))
         except Exception as exc:  # a bug must fail these batches, not the whole producer
             log.exception("sending to %s failed", where)
             error = KafkaError(f"producing to {where} failed: {exc!r}")
@@ -211,10 +274,17 @@ class Sender:
                 if not batch.done:
                     self._fail_sent(batch, error)
         finally:
+            order.release(place)
             self._running -= 1
             self.wake()
 
-    async def _send_request(self, node: int, batches: list[ProducerBatch], where: str) -> None:
+    async def _send_request(
+        self,
+        node: int,
+        batches: list[ProducerBatch],
+        where: str,
+        written: Callable[[], None],
+    ) -> None:
         by_partition: dict[TopicPartition, ProducerBatch] = {}
         topics: dict[str, list[PartitionProduceData]] = {}
         for batch in batches:
@@ -235,11 +305,12 @@ class Sender:
             version = connection.version_for(ProduceRequest, min_version=MIN_PRODUCE_VERSION)
             if self.acks == 0:
                 await connection.send(request, version)
+                written()
                 for batch in batches:
                     self._succeed(batch, -1, -1)
                 return
             response = await self.client.send(
-                connection, request, version, timeout=self.request_timeout
+                connection, request, version, timeout=self.request_timeout, written=written
             )
         except (NetworkError, RequestTimedOutError) as exc:
             self.client.request_update()
