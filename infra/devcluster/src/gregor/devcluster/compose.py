@@ -22,13 +22,22 @@ from typing import Any
 
 from gregor.devcluster.mirror import mirror_properties
 from gregor.devcluster.netns import broker_for, zookeeper_for
-from gregor.devcluster.topology import Host, Topology, load
+from gregor.devcluster.topology import Host, Service, Topology, load
 from gregor.storage.checkpoints import format_properties
 
 DATA = Path("/var/lib/gregor")  # each container's volume
 CONFIG = Path("/etc/gregor")  # where its config file is mounted
 CONFIG_FILES = {"zookeeper": "zoo.cfg", "broker": "server.properties", "mirror": "mm2.properties"}
-METRICS_PORT = 9404  # each broker's Prometheus endpoint (metrics.prometheus.listener)
+# The Prometheus endpoints: each broker's and mirror's (metrics.prometheus.listener), and
+# gregor-etl's when it runs on an ETL host with --metrics-listener http://0.0.0.0:9109.
+METRICS_PORT = 9404
+MIRROR_METRICS_PORT = 9108
+ETL_METRICS_PORT = 9109
+SCRAPED: dict[Service, int] = {
+    "broker": METRICS_PORT,
+    "mirror": MIRROR_METRICS_PORT,
+    "etl": ETL_METRICS_PORT,
+}
 HEADER = "# Generated from infra/topology.toml by `nox -s compose`: edit that, not this.\n"
 
 
@@ -44,9 +53,9 @@ def config_file(topology: Topology, host: Host) -> str | None:
         properties["metrics.prometheus.listener"] = f"http://0.0.0.0:{METRICS_PORT}"
         return format_properties(properties, "generated from infra/topology.toml")
     if host.service == "mirror":
-        return format_properties(
-            mirror_properties(topology, host), "generated from infra/topology.toml"
-        )
+        properties = mirror_properties(topology, host)
+        properties["metrics.prometheus.listener"] = f"http://0.0.0.0:{MIRROR_METRICS_PORT}"
+        return format_properties(properties, "generated from infra/topology.toml")
     return None
 
 
@@ -127,23 +136,24 @@ def to_yaml(value: Any, indent: int = 0) -> str:
 
 
 def prometheus(topology: Topology) -> dict[str, Any]:
-    """A Prometheus scrape config for every broker, labelled with its datacenter (for
-    infra/grafana's dashboard)."""
+    """A Prometheus scrape config for every broker, mirror and ETL host, labelled with its
+    datacenter (for infra/grafana's dashboards). An ETL host answers only while gregor-etl
+    runs there (and --metrics-linger seconds after)."""
     return {
         "global": {"scrape_interval": "15s"},
         "scrape_configs": [
             {
-                "job_name": "gregor-broker",
+                "job_name": f"gregor-{service}",
                 "static_configs": [
                     {
-                        "targets": [
-                            f"{h.name}:{METRICS_PORT}" for h in topology.hosts_of(name, "broker")
-                        ],
+                        "targets": [f"{h.name}:{port}" for h in hosts],
                         "labels": {"datacenter": name},
                     }
                     for name in topology.datacenters
+                    if (hosts := topology.hosts_of(name, service))
                 ],
             }
+            for service, port in SCRAPED.items()
         ],
     }
 
