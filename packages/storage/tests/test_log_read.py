@@ -178,16 +178,37 @@ def test_idle_segments_let_their_descriptors_go(open_test_log: LogOpener) -> Non
     OPEN_SEGMENTS.limit = 4
     try:
         log = open_test_log(segment_bytes=150, index_interval_bytes=1)
-        _fill(log, 40, 1)
+        _fill(log, 1, 1)
+        assert open_files(str(log.dir)) == 1  # the active segment's .log, not its indexes
+        _fill(log, 39, 1)
         assert len(log.segments) == 40
         # every segment read once: at most 4 inactive ones (and the active one) stay open
         offsets = [s.base_offset for s in log.segments]
         for offset in offsets:
             assert log.read(offset, 10**6).records.read()
-        assert open_files(str(log.dir)) <= 3 * 5
+        assert open_files(str(log.dir)) <= 5  # one each: index mappings hold no descriptor
         # evicted segments reopen transparently, and are flushed by name
         assert _offsets(log.read(offsets[0], 10**6).records.read()) == [(0, 0)]
         log.flush()
         assert log.recovery_point == log.log_end_offset
     finally:
+        OPEN_SEGMENTS.limit = limit
+
+
+def test_the_open_files_limit_is_raised_to_the_hard_one() -> None:
+    """A broker starts with as many descriptors as it may have (as the JVM gives Kafka)."""
+    import resource
+
+    from gregor.storage.segment import OPEN_SEGMENTS, use_all_open_files
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    limit = OPEN_SEGMENTS.limit
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 1024), hard))
+        raised = use_all_open_files()
+        assert resource.getrlimit(resource.RLIMIT_NOFILE) == (hard, hard) == (raised, hard)
+        infinite = hard == resource.RLIM_INFINITY
+        assert OPEN_SEGMENTS.limit == (1000 if infinite else max(256, hard // 4))
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
         OPEN_SEGMENTS.limit = limit

@@ -19,6 +19,7 @@ from gregor.broker.config import BrokerConfig
 from gregor.broker.server import Broker
 from gregor.broker.zk import ZooKeeperError
 from gregor.protocol.errors import KafkaError
+from gregor.storage.segment import use_all_open_files
 
 log = logging.getLogger("gregor.broker")
 
@@ -89,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     if config.log_format == "json":
         for handler in logging.getLogger().handlers:
             handler.setFormatter(JsonFormatter())
+    log.info("open files limit: %d", use_all_open_files())
     failures: list[BaseException] = []
     try:
         trio.run(serve, config)

@@ -10,7 +10,8 @@ Formats, as Kafka's (big-endian):
 Entries are sorted by offset (and time entries by timestamp too). An index of the active
 segment is preallocated to `segment.index.bytes` and mapped read-write; when the segment rolls
 or closes it is trimmed to its entries. Indexes of older segments are mapped read-only and
-opened only when first used, so a log with thousands of segments holds few descriptors.
+opened only when first used. A mapping holds no descriptor (see `mapped`), so an index holds
+none: a partition's active segment costs one, its `.log`.
 
 A preallocated index left by a crash ends with zero entries; no valid entry is all zeros (the
 first batch of a segment is never indexed), so the entry count is found by a binary search for
@@ -19,13 +20,13 @@ the first zero entry.
 
 from __future__ import annotations
 
-import mmap
 import os
 import struct
 from pathlib import Path
 from typing import ClassVar, Final
 
 from gregor.storage.files import FileHandle, fsync_path
+from gregor.storage.mapped import Mapping, map_file
 
 OFFSET_ENTRY: Final = struct.Struct(">ii")  # relative offset, position
 _OFFSET_ENTRY: Final = OFFSET_ENTRY
@@ -48,7 +49,6 @@ class _MappedIndex:
     # through their offsets (see the fast_append module).
     __slots__ = (
         "_data",
-        "_handle",
         "_last_n",
         "_length",
         "base_offset",
@@ -67,10 +67,9 @@ class _MappedIndex:
         self.base_offset = base_offset
         self.max_index_size = max_index_size
         self.writable = writable
-        self._handle: FileHandle | None = None
         # The mapping of the file (None when empty, or small and read instead): public for the
         # fast append, which writes offset index entries into it from C.
-        self.mapping: mmap.mmap | None = None
+        self.mapping: Mapping | None = None
         self._data: bytes | None = None  # a small read-only index, read instead of mapped
         self._length = 0
         self.max_entries = 0
@@ -82,42 +81,32 @@ class _MappedIndex:
 
     def _open(self) -> None:
         size = self.entry_size
-        if self.writable:
-            exists = self.path.exists()
-            self._handle = FileHandle(self.path)
-            if not exists:
-                if self.max_index_size < size:
-                    raise ValueError(f"invalid max index size {self.max_index_size}")
-                self._handle.truncate(self.max_index_size // size * size)
-            self._length = self._handle.size()
-            self._map(self._handle.fileno(), writable=True)
-            self.entries = 0 if not exists else self._count_entries()
-        else:
-            handle = FileHandle(self.path, os.O_RDONLY)
-            try:
-                self._length = handle.size()
-                self._map(handle.fileno(), writable=False)
-            finally:
-                handle.close()
-            self.entries = self._count_entries()
+        exists = self.path.exists()
+        if self.writable and not exists and self.max_index_size < size:
+            raise ValueError(f"invalid max index size {self.max_index_size}")
+        handle = FileHandle(self.path, os.O_RDWR | os.O_CREAT if self.writable else os.O_RDONLY)
+        try:
+            if self.writable and not exists:
+                handle.truncate(self.max_index_size // size * size)
+            self._length = handle.size()
+            self._map(handle.fileno())
+        finally:
+            handle.close()  # the mapping holds no descriptor
+        self.entries = 0 if self.writable and not exists else self._count_entries()
 
-    def _map(self, fd: int, *, writable: bool) -> None:
+    def _map(self, fd: int) -> None:
         self.max_entries = self._length // self.entry_size
         self._data = None
+        self.mapping = None
         if self._length == 0:
-            self.mapping = None
-        elif writable:
-            self.mapping = mmap.mmap(fd, self._length)
-            # Without it the first fault in the preallocated hole reads around it: here that
-            # zeroed megabytes of page cache, ~2.5 ms per index, on a new segment's first entry.
-            # Entries are written in order and looked up by binary search: nothing to read ahead.
-            self.mapping.madvise(mmap.MADV_RANDOM)
-        elif self._length <= SMALL_INDEX_BYTES:
-            # CPython's mmap keeps a duplicate descriptor open; a small index is cheaper read.
-            self.mapping = None
-            self._data = _read_all(fd, self._length)
-        else:
-            self.mapping = mmap.mmap(fd, self._length, access=mmap.ACCESS_READ)
+            return
+        if not self.writable and self._length <= SMALL_INDEX_BYTES:
+            self._data = _read_all(fd, self._length)  # cheaper than a mapping
+            return
+        # Read-ahead off: entries are written in order and found by binary search. With it,
+        # the first fault in a preallocated hole zeroed megabytes of page cache around it
+        # (~2.5 ms per index, on a new segment's first entry).
+        self.mapping = map_file(fd, self._length, writable=self.writable, random_access=True)
 
     def _count_entries(self) -> int:
         size = self.entry_size
@@ -145,17 +134,19 @@ class _MappedIndex:
 
     def resize(self, new_size: int) -> None:
         """Set the file length (rounded down to whole entries) and map it again."""
-        if not self.writable or self._handle is None:
+        if not self.writable:
             raise ValueError(f"{self.path} is not writable")
         rounded = max(new_size // self.entry_size * self.entry_size, 0)
         if rounded == self._length:
             return
-        if self.mapping is not None:
-            self.mapping.close()
-            self.mapping = None
-        self._handle.truncate(rounded)
-        self._length = rounded
-        self._map(self._handle.fileno(), writable=True)
+        self.mapping = None  # unmapped before the file shrinks under it
+        handle = FileHandle(self.path, os.O_RDWR)
+        try:
+            handle.truncate(rounded)
+            self._length = rounded
+            self._map(handle.fileno())
+        finally:
+            handle.close()
 
     def trim(self) -> None:
         """Cut the preallocated tail, leaving exactly the entries."""
@@ -163,54 +154,45 @@ class _MappedIndex:
             self.resize(self.entries * self.entry_size)
 
     def make_read_only(self) -> None:
-        """Trim, then map the index read-only and let its descriptor go (segment rolled)."""
+        """Trim, then map the index read-only (the segment rolled)."""
         if not self.writable:
             return
         self.trim()  # no msync here: this runs on the event loop; the log's flush syncs it
         self.writable = False
-        if self.mapping is not None:
-            self.mapping.close()
-            self.mapping = None
-        handle, self._handle = self._handle, None
-        if handle is not None:
-            # Dropped, not closed: the flush thread may be syncing through it right now.
-            self._map(handle.fileno(), writable=False)
+        self.mapping = None
+        handle = FileHandle(self.path, os.O_RDONLY)
+        try:
+            self._map(handle.fileno())
+        finally:
+            handle.close()
 
     def make_writable(self) -> None:
         """Map the index read-write and grow it to the max size (segment became active again)."""
         if self.writable:
             return
-        if self.mapping is not None:
-            self.mapping.close()
-            self.mapping = None
         self.writable = True
-        self._handle = FileHandle(self.path)
-        self._length = self._handle.size()
-        self._map(self._handle.fileno(), writable=True)
+        self.mapping = None
+        handle = FileHandle(self.path, os.O_RDWR)
+        try:
+            self._length = handle.size()
+            self._map(handle.fileno())
+        finally:
+            handle.close()
         self.resize(self.max_index_size)
 
     def flush(self) -> None:
-        """Make the entries durable (fsync of the file flushes its mapped pages too)."""
-        handle = self._handle
-        if handle is not None and not handle.closed:
-            handle.fsync()
-        elif self.path.exists():
+        """Make the entries durable (an fsync of the file writes its mapped pages too)."""
+        if self.path.exists():
             fsync_path(self.path)
 
     def close(self) -> None:
         if self.writable:
             self.trim()
-        if self.mapping is not None:
-            self.mapping.close()
-            self.mapping = None
-        handle, self._handle = self._handle, None
-        if handle is not None:
-            handle.close()
+        self.mapping = None  # unmapped once no reader holds it
 
     def release(self) -> None:
-        """Drop the mapping and descriptor without trimming (the files are being deleted)."""
+        """Drop the mapping without trimming (the files are being deleted)."""
         self.mapping = None
-        self._handle = None
 
     def rename(self, path: Path) -> None:
         os.replace(self.path, path)
@@ -269,7 +251,7 @@ class _MappedIndex:
                 high = mid
         return low
 
-    def _buffer(self) -> mmap.mmap | bytes:
+    def _buffer(self) -> Mapping | bytes:
         buf = self.mapping if self.mapping is not None else self._data
         if buf is None:
             raise CorruptIndexError(f"{self.path} has no room for entries")

@@ -57,8 +57,8 @@ IndexT = TypeVar("IndexT", OffsetIndex, TimeIndex)
 class OpenSegments:
     """A bound on the inactive segments whose files are open, least recently used first out.
 
-    Each open segment costs descriptors: its `.log`, and one per mapped index (CPython's mmap
-    keeps a duplicate of the descriptor it maps). An evicted segment only drops its
+    Each open segment costs one descriptor, its `.log` (its index mappings hold none), and
+    the memory of its mappings. An evicted segment only drops its
     references, so a thread still reading through them finishes first; its files reopen on
     the next use. The active segments are not counted.
     """
@@ -99,13 +99,28 @@ class OpenSegments:
 
 
 def _default_open_segments() -> int:
-    # A quarter of the descriptors this process may open: each open segment takes one to
-    # three, and the broker needs the rest for sockets.
+    # A quarter of the descriptors this process may open: each open segment takes one, and
+    # the broker needs the rest for the active segments and sockets.
     soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     return 1000 if soft == resource.RLIM_INFINITY else max(256, soft // 4)
 
 
 OPEN_SEGMENTS = OpenSegments(_default_open_segments())
+
+
+def use_all_open_files() -> int:
+    """Raise this process's soft limit on open files to its hard limit, as the JVM does for
+    Kafka at start (-XX:+MaxFDLimit; a soft limit of 1,024 is common, a broker needs one
+    per partition and per connection), and bound the open segments by it. Returns the
+    limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):  # e.g. macOS refuses RLIM_INFINITY: keep the soft one
+            pass
+    OPEN_SEGMENTS.limit = _default_open_segments()
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
 class SegmentOffsetOverflowError(Exception):
