@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from gregor.broker.__main__ import JsonFormatter
 from gregor.broker.config import DYNAMIC_BROKER_CONFIGS, SERVER_SETTINGS, BrokerConfig, Endpoint
 from gregor.broker.properties import parse_override
+from gregor.client.logs import JsonFormatter
 from gregor.protocol.errors import InvalidConfigError
 from gregor.storage.config import MANAGER_SETTINGS, TOPIC_SETTINGS, LogManagerConfig
 from gregor.storage.settings import ConfigType, declared

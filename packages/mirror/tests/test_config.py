@@ -3,7 +3,10 @@ the key, the value and the rule."""
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -135,3 +138,31 @@ def test_missing_clusters_and_servers() -> None:
         MirrorConfig.from_properties({})
     with pytest.raises(MirrorConfigError, match=r"B\.bootstrap\.servers: missing"):
         MirrorConfig.from_properties({"clusters": "A,B", "A.bootstrap.servers": "a:1"})
+
+
+def test_log_format_json(tmp_path: Path) -> None:
+    """gregor-mirror with log.format=json writes one JSON object per log line: its first,
+    where it serves its metrics, is read back (no cluster is needed for it)."""
+    config = tmp_path / "mm2.properties"
+    config.write_text(
+        "clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\nB.bootstrap.servers = 127.0.0.1:1\n"
+        "A->B.enabled = true\nlog.format = json\n"
+        "metrics.prometheus.listener = http://127.0.0.1:0\n"
+    )
+    mirror = subprocess.Popen(
+        [str(Path(sys.executable).parent / "gregor-mirror"), str(config)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert mirror.stderr is not None
+        entry = json.loads(mirror.stderr.readline())
+    finally:
+        mirror.kill()  # no cluster: only its first line matters (it has no child process)
+        mirror.wait(60)
+    assert entry["level"] == "INFO" and entry["logger"] == "gregor.mirror"
+    assert entry["message"].startswith("metrics for Prometheus on http://127.0.0.1:")
+    with pytest.raises(MirrorConfigError, match=r"log\.format"):
+        MirrorConfig.from_properties(
+            {"clusters": "A", "A.bootstrap.servers": "h:1", "log.format": "xml"}
+        )

@@ -8,7 +8,6 @@ cannot start.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import signal
 import sys
@@ -18,6 +17,7 @@ import trio
 from gregor.broker.config import BrokerConfig
 from gregor.broker.server import Broker
 from gregor.broker.zk import ZooKeeperError
+from gregor.client.logs import log_json
 from gregor.protocol.errors import KafkaError
 from gregor.storage.segment import use_all_open_files
 
@@ -59,21 +59,6 @@ async def serve(config: BrokerConfig) -> None:
         nursery.cancel_scope.cancel()
 
 
-class JsonFormatter(logging.Formatter):
-    """`log.format=json`: one JSON object per line, for log shippers."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        entry = {
-            "time": self.formatTime(record),
-            "level": record.levelname,
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(
@@ -88,8 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gregor-broker: {exc}", file=sys.stderr)
         return 1
     if config.log_format == "json":
-        for handler in logging.getLogger().handlers:
-            handler.setFormatter(JsonFormatter())
+        log_json()
     log.info("open files limit: %d", use_all_open_files())
     failures: list[BaseException] = []
     try:

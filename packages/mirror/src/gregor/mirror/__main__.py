@@ -10,6 +10,7 @@ import sys
 
 import trio
 
+from gregor.client.logs import log_json
 from gregor.mirror.config import MirrorConfigError, load
 from gregor.mirror.runner import Mirror
 
@@ -26,10 +27,13 @@ def main(argv: list[str] | None = None) -> int:
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
-        mirror = Mirror(load(args.config), set(args.clusters) if args.clusters else None)
+        config = load(args.config)
+        mirror = Mirror(config, set(args.clusters) if args.clusters else None)
     except MirrorConfigError as exc:
         print(f"gregor-mirror: {exc}", file=sys.stderr)
         return 2
+    if config.log_format == "json":
+        log_json()
     try:
         trio.run(mirror.run_until_signalled)
     except MirrorConfigError as exc:  # found once running (a listener that cannot bind)

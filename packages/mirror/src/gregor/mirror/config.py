@@ -39,6 +39,7 @@ _CLIENT_KINDS = ("consumer", "producer", "admin")
 _ALIAS = re.compile(r"[A-Za-z0-9_\-]+")
 # Connect worker settings MM2 users keep per cluster; they are not client settings.
 PROMETHEUS_LISTENER = "metrics.prometheus.listener"
+LOG_FORMAT = "log.format"  # text, or json: one JSON object per line (as the broker's)
 _WORKER_KEYS = re.compile(r"(offset|config|status)\.storage\..*|.*replication\.factor|tasks\.max")
 
 
@@ -211,6 +212,7 @@ class MirrorConfig:
     flows: tuple[FlowConfig, ...]  # every source->target pair, enabled or not
     # `metrics.prometheus.listener = http://HOST:PORT`: where the metrics are served.
     prometheus_listener: tuple[str, int] | None = None
+    log_format: str = "text"
 
     def enabled_flows(self, targets: set[str] | None = None) -> list[FlowConfig]:
         return [
@@ -249,7 +251,10 @@ class MirrorConfig:
             prometheus = parse_listener(listener) if listener else None
         except ValueError as exc:
             raise MirrorConfigError(f"{PROMETHEUS_LISTENER} = {listener!r}: {exc}") from None
-        return cls(clusters, flows, prometheus)
+        log_format = props.get(LOG_FORMAT, "text").lower()
+        if log_format not in ("text", "json"):
+            raise MirrorConfigError(f"{LOG_FORMAT} = {log_format!r}: must be text or json")
+        return cls(clusters, flows, prometheus, log_format)
 
 
 def _cluster(alias: str, props: Mapping[str, str]) -> ClusterConfig:
