@@ -303,6 +303,12 @@ class BrokerConfig:
     fetch_max_bytes: int = setting(
         "fetch.max.bytes", 57671680, integer(1024), "the most a fetch response returns"
     )
+    max_incremental_fetch_session_cache_slots: int = setting(
+        "max.incremental.fetch.session.cache.slots",
+        1000,
+        integer(0),
+        "incremental fetch sessions (KIP-227) the broker keeps; 0 declines them",
+    )
     # ZooKeeper
     zookeeper_connect: str = setting(
         "zookeeper.connect",

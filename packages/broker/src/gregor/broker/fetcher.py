@@ -6,7 +6,10 @@ leader (OffsetForLeaderEpoch) where the follower's latest leader epoch ends and 
 log there, so records a previous leader wrote but the new one never had are gone before
 anything is appended (KIP-101/279). Then it *fetches* from its log end offset: Fetch requests
 with our broker id as `replica_id`, records appended as they are, the high watermark and log
-start offset taken from the leader.
+start offset taken from the leader. Fetches use an incremental fetch session (KIP-227,
+`gregor.client.fetch_sessions`): once the leader has cached the partitions, a request names
+only those whose fetch offset moved and the response carries only those with something new,
+so an idle partition costs neither side a thing per round.
 
 Errors per partition: an out-of-range offset resets from the leader's log start or end
 (ListOffsets); a fenced epoch drops the partition until the next LeaderAndIsr; other
@@ -29,8 +32,9 @@ from gregor.broker.config import BrokerConfig
 from gregor.broker.partition import Partition
 from gregor.broker.replication_quotas import ReplicationQuotas
 from gregor.client.connection import BrokerConnection, ConnectionConfig
+from gregor.client.fetch_sessions import SESSION_ERRORS, FetchSessionHandler
 from gregor.protocol.apis.fetch import FetchPartition as FetchPartitionRequest
-from gregor.protocol.apis.fetch import FetchRequest, FetchResponse, FetchTopic, PartitionData
+from gregor.protocol.apis.fetch import FetchRequest, FetchResponse, PartitionData
 from gregor.protocol.apis.list_offsets import (
     ListOffsetsPartition,
     ListOffsetsRequest,
@@ -147,6 +151,7 @@ class ReplicaFetcher:
         self.stopped = False
         self._cancel = trio.CancelScope()
         self._changed = trio.Event()
+        self.session = FetchSessionHandler(f"broker {manager.broker_id} from {leader_id}")
         config = manager.config
         self.backoff = config.replica_fetch_backoff_ms / 1000
         self.connection_config = ConnectionConfig(
@@ -192,6 +197,7 @@ class ReplicaFetcher:
                         try:
                             await self._replicate(connection)
                         finally:
+                            self.session.handle_error()  # the next connection's is new
                             await connection.aclose()
                 except* (NetworkError, ProtocolError, OSError) as group:
                     failures += group.exceptions
@@ -340,7 +346,7 @@ class ReplicaFetcher:
     ) -> None:
         config = self.manager.config
         quota = self.manager.replication_quotas.follower
-        by_topic: dict[str, list[FetchPartitionRequest]] = {}
+        wanted: dict[Key, FetchPartitionRequest] = {}
         sent: dict[Key, tuple[PartitionFetchState, int]] = {}
         throttled: set[Key] = set()
         held_back = False
@@ -356,32 +362,34 @@ class ReplicaFetcher:
                     continue
                 throttled.add(key)
             sent[key] = (state, state.fetch_offset)
-            by_topic.setdefault(key[0], []).append(
-                FetchPartitionRequest(
-                    partition=key[1],
-                    current_leader_epoch=state.leader_epoch,
-                    fetch_offset=state.fetch_offset,
-                    log_start_offset=partition.log.log_start_offset,
-                    partition_max_bytes=config.replica_fetch_max_bytes,
-                )
+            wanted[key] = FetchPartitionRequest(
+                partition=key[1],
+                current_leader_epoch=state.leader_epoch,
+                fetch_offset=state.fetch_offset,
+                log_start_offset=partition.log.log_start_offset,
+                partition_max_bytes=config.replica_fetch_max_bytes,
             )
         if not sent:
             if held_back:
                 await trio.sleep(quota.throttle_s())
             return
+        version = connection.version_for(FetchRequest, max_version=FETCH_MAX_VERSION, min_version=4)
+        session = self.session.build(wanted, sessions=version >= 7)
         request = FetchRequest(
             replica_id=self.manager.broker_id,
             max_wait_ms=config.replica_fetch_wait_max_ms,
             min_bytes=config.replica_fetch_min_bytes,
             max_bytes=config.replica_fetch_response_max_bytes,
             isolation_level=0,
-            session_id=0,
-            session_epoch=-1,  # no fetch session: every request is a full one
-            topics=[FetchTopic(topic=t, partitions=parts) for t, parts in by_topic.items()],
+            session_id=session.session_id,
+            session_epoch=session.session_epoch,
+            topics=session.topics,
+            forgotten_topics_data=session.forgotten,
         )
-        version = connection.version_for(FetchRequest, max_version=FETCH_MAX_VERSION, min_version=4)
         response = await connection.request(request, version, response_type=FetchResponse)
-        if response.error_code != ErrorCode.NONE:
+        if not self.session.handle_response(session, response):
+            if response.error_code in SESSION_ERRORS:
+                return  # nothing was read; the next fetch, a full one, goes at once
             log.warning("%r: fetch failed with error %d", self, response.error_code)
             for key, (state, _) in sent.items():
                 self._delay(key, state)

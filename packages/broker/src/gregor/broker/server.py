@@ -49,6 +49,7 @@ from gregor.broker.coordinator.transaction import (
     TransactionStateManager,
     TxnMarkerChannel,
 )
+from gregor.broker.fetch_sessions import FetchSessionCache
 from gregor.broker.local_logs import LocalLogs
 from gregor.broker.metadata_cache import MetadataCache
 from gregor.broker.metrics import Metrics
@@ -125,6 +126,7 @@ class Broker:
             metadata_cache=self.metadata_cache,
             local_logs=self.local_logs,
             replica_manager=self.replica_manager,
+            fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots),
             group_coordinator=self.group_coordinator,
             transaction_coordinator=self.transaction_coordinator,
             txn_verifier=self.txn_verifier,
@@ -291,8 +293,17 @@ class Broker:
             owned = self.transaction_coordinator.manager.owned.values()
             return sum(len(p.transactions) for p in owned)
 
+        sessions = self.services.fetch_sessions
         self.metrics.gauges.update(
             {
+                "kafka_server_fetchsessioncache_numincrementalfetchsessions": (
+                    "Incremental fetch sessions (KIP-227) cached",
+                    lambda: len(sessions),
+                ),
+                "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached": (
+                    "Partitions in the cached incremental fetch sessions",
+                    lambda: sessions.total_partitions,
+                ),
                 "kafka_controller_kafkacontroller_activecontrollercount": (
                     "1 on the active controller",
                     lambda: int(self._controller is not None and self._controller.is_active),

@@ -20,6 +20,7 @@ from gregor.broker.controller.deletion import TopicDeletionManager
 from gregor.broker.controller.events import ApiError, ElectionType
 from gregor.broker.coordinator.group import GroupCoordinator
 from gregor.broker.coordinator.transaction import TransactionCoordinator
+from gregor.broker.fetch_sessions import FetchSessionCache
 from gregor.broker.local_logs import LocalLogs
 from gregor.broker.metadata_cache import MetadataCache
 from gregor.broker.metrics import Metrics
@@ -61,6 +62,7 @@ class Services:
     metadata_cache: MetadataCache
     local_logs: LocalLogs
     replica_manager: ReplicaManager
+    fetch_sessions: FetchSessionCache
     group_coordinator: GroupCoordinator
     topic_creator: TopicCreator
     producer_ids: ProducerIds

@@ -2,15 +2,15 @@
 
 Records leave as file regions (sent with sendfile), except for v0-v3, whose clients need the
 old message formats (magic 0 for v0-v1, magic 1 for v2-v3): those are read and converted.
-Fetch sessions (KIP-227) are declined as the protocol allows: a full request gets session id
-0 (no session created), so the client keeps sending full requests; an incremental one gets
-FETCH_SESSION_ID_NOT_FOUND.
+Fetch v7+ may use incremental fetch sessions (KIP-227, `gregor.broker.fetch_sessions`): the
+session's context says which partitions are read and which of them the response carries.
 """
 
 from __future__ import annotations
 
 from gregor.broker.apis import Later, RequestContext, handles
 from gregor.broker.authorization import AclOperation, ResourceType
+from gregor.broker.fetch_sessions import FetchContext
 from gregor.broker.replica_manager import FetchParams, FetchPartition, FetchResult
 from gregor.protocol.apis import ApiKey
 from gregor.protocol.apis.fetch import (
@@ -31,8 +31,6 @@ READ_COMMITTED = 1
 
 @handles(ApiKey.FETCH, "0-12")
 async def fetch(ctx: RequestContext, request: FetchRequest, version: int) -> FetchResponse | Later:
-    if version >= 7 and request.session_epoch > 0:
-        return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
     config = ctx.services.config
     from_follower = request.replica_id >= 0
     max_bytes = request.max_bytes if version >= 3 else INT32_MAX
@@ -50,7 +48,7 @@ async def fetch(ctx: RequestContext, request: FetchRequest, version: int) -> Fet
         isolation=isolation,
         hard_max_bytes_limit=version <= 2,
     )
-    wanted = [
+    requested = [
         FetchPartition(
             topic.topic,
             p.partition,
@@ -63,6 +61,15 @@ async def fetch(ctx: RequestContext, request: FetchRequest, version: int) -> Fet
         for topic in request.topics
         for p in topic.partitions
     ]
+    context = ctx.services.fetch_sessions.new_context(
+        version,
+        request.session_id,
+        request.session_epoch,
+        requested,
+        [(t.topic, p) for t in request.forgotten_topics_data for p in t.partitions],
+        from_follower,
+    )
+    wanted = context.partitions
     # A follower needs CLUSTER_ACTION, a consumer READ on each topic.
     if from_follower:
         allowed = ctx.authorized(AclOperation.CLUSTER_ACTION)
@@ -82,14 +89,15 @@ async def fetch(ctx: RequestContext, request: FetchRequest, version: int) -> Fet
         # A long poll: the connection's next requests are handled meanwhile.
         async def waited() -> FetchResponse:
             later = await manager.fetch_later(params, wanted)
-            return _response(ctx, wanted, later, refused, version, request.replica_id)
+            return _response(ctx, context, wanted, later, refused, version, request.replica_id)
 
         return Later(waited)
-    return _response(ctx, wanted, results, refused, version, request.replica_id)
+    return _response(ctx, context, wanted, results, refused, version, request.replica_id)
 
 
 def _response(
     ctx: RequestContext,
+    context: FetchContext,
     wanted: list[FetchPartition],
     results: list[FetchResult],
     refused: list[FetchPartition],
@@ -97,20 +105,23 @@ def _response(
     replica_id: int,
 ) -> FetchResponse:
     from_follower = replica_id >= 0
-    response = FetchResponse(session_id=0)
+    entries = [
+        (asked, _partition_data(ctx, asked, result, version, from_follower))
+        for asked, result in zip(wanted, results, strict=True)
+    ]
+    entries += [(asked, _error(asked, ErrorCode.TOPIC_AUTHORIZATION_FAILED)) for asked in refused]
+    held_back = [
+        (asked.topic, asked.partition)
+        for asked, data in entries
+        if from_follower and _throttle_replication(ctx, asked, data, replica_id)
+    ]
+    error, session_id, entries = context.finish(entries, held_back)
+    response = FetchResponse(error_code=error, session_id=session_id)
     topics: dict[str, FetchableTopicResponse] = {}
     metrics = ctx.services.metrics
-    denied = [(w, None) for w in refused]
-    for asked, result in [*zip(wanted, results, strict=True), *denied]:
-        if result is None:
-            data = _error(asked, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-        else:
-            data = _partition_data(ctx, asked, result, version, from_follower)
-        records = data.records
-        if from_follower:
-            _throttle_replication(ctx, asked, data, replica_id)
-        elif records is not None:
-            metrics.sent(asked.topic, len(records))
+    for asked, data in entries:
+        if not from_follower and data.records is not None:
+            metrics.sent(asked.topic, len(data.records))
         entry = topics.get(asked.topic)
         if entry is None:
             entry = topics[asked.topic] = FetchableTopicResponse(topic=asked.topic)
@@ -121,19 +132,21 @@ def _response(
 
 def _throttle_replication(
     ctx: RequestContext, asked: FetchPartition, data: PartitionData, follower: int
-) -> None:
+) -> bool:
     """leader.replication.throttled.rate: a throttled replica's follower out of the ISR gets
-    no records while the throttled bytes are over the rate (gregor.broker.replication_quotas)."""
+    no records while the throttled bytes are over the rate (gregor.broker.replication_quotas).
+    Whether its records were held back."""
     quota = ctx.services.replication_quotas.leader
-    if data.records is None or not quota.is_throttled(asked.topic, asked.partition):
-        return
+    if not data.records or not quota.is_throttled(asked.topic, asked.partition):
+        return False
     partition = ctx.services.replica_manager.partition(asked.topic, asked.partition)
     if partition is None or follower in partition.isr:
-        return
+        return False
     if quota.exceeded():
         data.records = None
-    else:
-        quota.record(len(data.records))
+        return True
+    quota.record(len(data.records))
+    return False
 
 
 def _partition_data(

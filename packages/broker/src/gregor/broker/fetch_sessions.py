@@ -1,0 +1,319 @@
+"""Incremental fetch sessions (KIP-227): the broker's side, Kafka's FetchSession/FetchManager.
+
+A fetcher (a follower's replica fetcher, a consumer) that sends Fetch v7+ with session id 0
+and epoch 0 asks for a session: the full request's partitions are cached under a new
+session id, returned in the response. Its next requests are *incremental* (that id, epoch
+1, 2, ...): they name only the partitions whose fetch position changed, and
+`forgotten_topics_data` the ones to drop; the cached partitions are read as if asked again.
+An incremental response leaves out every partition with nothing new for the fetcher: no
+records, the same high watermark, last stable offset and log start offset as it was last
+told, no error. So a follower of 100 partitions of which one is written sends and receives
+one partition per round, not 100.
+
+A full request (epoch 0 or -1) closes the session it names; epoch -1 asks for no new one.
+An incremental request for an unknown session gets FETCH_SESSION_ID_NOT_FOUND, one with the
+wrong epoch INVALID_FETCH_SESSION_EPOCH, one whose use of topic ids (Fetch v13+) differs from
+the session's FETCH_SESSION_TOPIC_ID_ERROR; the fetcher then starts over with a full request.
+
+The cache holds `max.incremental.fetch.session.cache.slots` sessions (0: sessions declined).
+When it is full, a new session may evict (Kafka's rules): a session unused for two minutes;
+else, for a follower's (privileged) session, the smallest consumer session or any older
+than two minutes; for a consumer's, the smallest session older than two minutes. Either
+only if the new session is worth more: a follower's beats a consumer's, then more
+partitions beat fewer.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Collection, Iterable, Sequence
+
+from gregor.broker.replica_manager import FetchPartition
+from gregor.protocol.apis.fetch import PartitionData
+from gregor.protocol.errors import ErrorCode
+
+Key = tuple[str, int]
+
+INVALID_SESSION_ID = 0  # no session
+INITIAL_EPOCH = 0  # a full request that creates a session
+FINAL_EPOCH = -1  # a full request that creates none
+EVICTION_MS = 120_000  # Kafka's min.incremental.fetch.session.eviction.ms (not configurable)
+INT32_MAX = 2**31 - 1
+
+
+def next_epoch(epoch: int) -> int:
+    if epoch < 0:
+        return epoch  # FINAL_EPOCH stays
+    return 1 if epoch == INT32_MAX else epoch + 1
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class CachedPartition:
+    """A partition of a session: what the fetcher last asked (its fetch position) and what
+    it was last told (high watermark, last stable offset, log start offset)."""
+
+    __slots__ = ("high_watermark", "last_stable_offset", "log_start_offset", "request")
+
+    def __init__(self, request: FetchPartition) -> None:
+        self.request = request
+        # -1: never told, so the first response includes the partition.
+        self.high_watermark = -1
+        self.last_stable_offset = -1
+        self.log_start_offset = -1
+
+    def must_respond(self, data: PartitionData) -> bool:
+        """Whether an incremental response includes the partition; remembers what it says."""
+        respond = bool(data.records) or data.error_code != ErrorCode.NONE
+        respond = respond or data.diverging_epoch.epoch >= 0 or data.preferred_read_replica >= 0
+        if (
+            self.high_watermark != data.high_watermark
+            or self.last_stable_offset != data.last_stable_offset
+            or self.log_start_offset != data.log_start_offset
+        ):
+            respond = True
+            self.last_stable_offset = data.last_stable_offset
+            self.log_start_offset = data.log_start_offset
+            self.high_watermark = data.high_watermark
+        if data.error_code != ErrorCode.NONE:
+            self.high_watermark = -1  # sent again once the error is gone
+        return respond
+
+
+class FetchSession:
+    __slots__ = (
+        "creation_ms",
+        "epoch",
+        "id",
+        "last_used_ms",
+        "partitions",
+        "privileged",
+        "uses_topic_ids",
+    )
+
+    def __init__(
+        self, session_id: int, privileged: bool, uses_topic_ids: bool, now: int, epoch: int
+    ) -> None:
+        self.id = session_id
+        self.privileged = privileged  # a follower's
+        self.uses_topic_ids = uses_topic_ids
+        self.creation_ms = now
+        self.last_used_ms = now
+        self.epoch = epoch  # the epoch the next incremental request must carry
+        self.partitions: dict[Key, CachedPartition] = {}
+
+    def __repr__(self) -> str:
+        return (
+            f"<FetchSession {self.id} epoch {self.epoch} privileged={self.privileged} "
+            f"{len(self.partitions)} partitions>"
+        )
+
+    def update(self, wanted: Iterable[FetchPartition], forgotten: Iterable[Key]) -> None:
+        for request in wanted:
+            key = (request.topic, request.partition)
+            cached = self.partitions.get(key)
+            if cached is None:
+                self.partitions[key] = CachedPartition(request)
+            else:
+                cached.request = request
+        for key in forgotten:
+            self.partitions.pop(key, None)
+
+    def requests(self) -> list[FetchPartition]:
+        return [cached.request for cached in self.partitions.values()]
+
+
+Entries = list[tuple[FetchPartition, PartitionData]]
+
+
+class FetchContext:
+    """How one Fetch request is read and answered. `partitions` are read; `finish` takes
+    their response data and says (error code, session id, the partitions to send)."""
+
+    __slots__ = ("partitions",)
+
+    def __init__(self, partitions: list[FetchPartition]) -> None:
+        self.partitions = partitions
+
+    def finish(self, entries: Entries, always: Collection[Key] = ()) -> tuple[int, int, Entries]:
+        """`always`: partitions sent even when unchanged (a follower's replication-throttled
+        ones, whose records were held back: it waits a little before asking again)."""
+        return ErrorCode.NONE, INVALID_SESSION_ID, entries  # sessionless: everything
+
+
+class SessionErrorContext(FetchContext):
+    __slots__ = ("error",)
+
+    def __init__(self, error: int) -> None:
+        super().__init__([])
+        self.error = error
+
+    def finish(self, entries: Entries, always: Collection[Key] = ()) -> tuple[int, int, Entries]:
+        return self.error, INVALID_SESSION_ID, []
+
+
+class FullFetchContext(FetchContext):
+    """A full request asking for a session: created when the response is made, if the
+    cache has or can make room."""
+
+    __slots__ = ("cache", "privileged", "uses_topic_ids")
+
+    def __init__(
+        self,
+        cache: FetchSessionCache,
+        partitions: list[FetchPartition],
+        privileged: bool,
+        uses_topic_ids: bool,
+    ) -> None:
+        super().__init__(partitions)
+        self.cache = cache
+        self.privileged = privileged
+        self.uses_topic_ids = uses_topic_ids
+
+    def finish(self, entries: Entries, always: Collection[Key] = ()) -> tuple[int, int, Entries]:
+        session = self.cache.maybe_create(self.privileged, self.uses_topic_ids, len(entries))
+        if session is None:
+            return ErrorCode.NONE, INVALID_SESSION_ID, entries
+        for request, data in entries:
+            cached = CachedPartition(request)
+            cached.must_respond(data)
+            session.partitions[(request.topic, request.partition)] = cached
+        self.cache.touch(session)
+        return ErrorCode.NONE, session.id, entries
+
+
+class IncrementalFetchContext(FetchContext):
+    __slots__ = ("expected_epoch", "session")
+
+    def __init__(self, session: FetchSession) -> None:
+        super().__init__(session.requests())
+        self.session = session
+        self.expected_epoch = session.epoch
+
+    def finish(self, entries: Entries, always: Collection[Key] = ()) -> tuple[int, int, Entries]:
+        session = self.session
+        if session.epoch != self.expected_epoch:
+            # Another request of the session came while this one waited (a duplicate).
+            return ErrorCode.INVALID_FETCH_SESSION_EPOCH, session.id, []
+        partitions = session.partitions
+        kept: Entries = []
+        for request, data in entries:
+            key = (request.topic, request.partition)
+            cached = partitions.get(key)
+            if cached is None or not (cached.must_respond(data) or key in always):
+                continue
+            kept.append((request, data))
+            if data.records:
+                # Partitions that returned data go last, so that under the response's byte
+                # limit the others get their turn next time (Kafka's rotation).
+                partitions[key] = partitions.pop(key)
+        return ErrorCode.NONE, session.id, kept
+
+
+class FetchSessionCache:
+    """The sessions of one broker, at most `max_entries` of them."""
+
+    def __init__(
+        self,
+        max_entries: int,
+        eviction_ms: int = EVICTION_MS,
+        clock: Callable[[], int] = _now_ms,
+    ) -> None:
+        self.max_entries = max_entries
+        self.eviction_ms = eviction_ms
+        self.clock = clock
+        self.sessions: dict[int, FetchSession] = {}
+        self.evictions = 0
+
+    def __len__(self) -> int:
+        return len(self.sessions)
+
+    @property
+    def total_partitions(self) -> int:
+        return sum(len(s.partitions) for s in self.sessions.values())
+
+    def new_context(
+        self,
+        version: int,
+        session_id: int,
+        epoch: int,
+        wanted: list[FetchPartition],
+        forgotten: Sequence[Key],
+        from_follower: bool,
+    ) -> FetchContext:
+        """Kafka's FetchManager.newContext, for Fetch `version`."""
+        if version < 7:
+            return FetchContext(wanted)  # before KIP-227: no sessions
+        uses_topic_ids = version >= 13
+        if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+            if session_id != INVALID_SESSION_ID:
+                self.sessions.pop(session_id, None)  # a full request closes its session
+            if epoch == FINAL_EPOCH or self.max_entries <= 0:
+                return FetchContext(wanted)
+            return FullFetchContext(self, wanted, from_follower, uses_topic_ids)
+        session = self.sessions.get(session_id)
+        if session is None:
+            return SessionErrorContext(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+        if session.epoch != epoch:
+            return SessionErrorContext(ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+        if session.uses_topic_ids != uses_topic_ids:
+            return SessionErrorContext(ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
+        session.update(wanted, forgotten)
+        if not session.partitions:
+            del self.sessions[session.id]  # nothing left to fetch: the session ends
+            return FetchContext(wanted)
+        self.touch(session)
+        session.epoch = next_epoch(session.epoch)
+        return IncrementalFetchContext(session)
+
+    def touch(self, session: FetchSession) -> None:
+        session.last_used_ms = self.clock()
+
+    def maybe_create(
+        self, privileged: bool, uses_topic_ids: bool, size: int
+    ) -> FetchSession | None:
+        now = self.clock()
+        if len(self.sessions) >= self.max_entries and not self._try_evict(privileged, size, now):
+            return None
+        session_id = INVALID_SESSION_ID
+        while session_id == INVALID_SESSION_ID or session_id in self.sessions:
+            session_id = random.randint(1, INT32_MAX - 1)
+        session = FetchSession(
+            session_id, privileged, uses_topic_ids, now, next_epoch(INITIAL_EPOCH)
+        )
+        self.sessions[session_id] = session
+        return session
+
+    def _try_evict(self, privileged: bool, size: int, now: int) -> bool:
+        """Kafka's FetchSessionCache.tryEvict: the least recently used session if it is
+        stale, else the least valuable evictable one if it is worth less than the new one.
+        Sessions are compared by (privileged, size, id)."""
+        if not self.sessions:
+            return False
+        oldest = min(self.sessions.values(), key=lambda s: (s.last_used_ms, s.id))
+        if now - oldest.last_used_ms > self.eviction_ms:
+            victim: FetchSession | None = oldest
+        else:
+            # A session younger than eviction_ms is safe from consumers, and a follower's
+            # only from followers.
+            evictable = [
+                s
+                for s in self.sessions.values()
+                if now - s.creation_ms > self.eviction_ms or (privileged and not s.privileged)
+            ]
+            victim = min(
+                evictable, key=lambda s: (s.privileged, len(s.partitions), s.id), default=None
+            )
+            if victim is not None and (privileged, size) <= (
+                victim.privileged,
+                len(victim.partitions),
+            ):
+                victim = None  # not worth more than the one it would evict
+        if victim is None:
+            return False
+        del self.sessions[victim.id]
+        self.evictions += 1
+        return True
