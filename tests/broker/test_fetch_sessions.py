@@ -98,8 +98,15 @@ def test_kafka_python_reads_through_incremental_fetch_sessions(cluster_factory: 
             produce(producer, sent, [a0, a1], 30)
             read(consumer, got, {tp: len(sent[tp]) for tp in (a0, a1)})
         assert session_ids(consumer), "kafka-python fetched without a session"
-        # Every follower fetches from each leader in a session: two per broker.
-        wait_for(lambda: all(sessions_on(b) >= 2 for b in cluster.brokers), 30, "sessions")
+        # Each follower fetches from each of its leaders in a session of its own.
+        led = {partitions_of(cluster, t)[i].leader_id for t, i in ((a, 0), (a, 1), (b, 0))}
+        followers = 2 * len(led)
+        consumers = len(session_ids(consumer))
+
+        def counted() -> bool:
+            return sum(sessions_on(x) for x in cluster.brokers) >= followers + consumers
+
+        wait_for(counted, 30, f"{followers} follower sessions")
 
         # A partition added: the session grows by it.
         consumer.assign([a0, a1, b0])

@@ -29,9 +29,11 @@ import random
 import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 
-from gregor.broker.replica_manager import FetchPartition
+from gregor.broker.partition import Partition
+from gregor.broker.replica_manager import FetchParams, FetchPartition
 from gregor.protocol.apis.fetch import PartitionData
 from gregor.protocol.errors import ErrorCode
+from gregor.storage.results import FetchIsolation
 
 Key = tuple[str, int]
 
@@ -130,13 +132,18 @@ Entries = list[tuple[FetchPartition, PartitionData]]
 
 
 class FetchContext:
-    """How one Fetch request is read and answered. `partitions` are read; `finish` takes
-    their response data and says (error code, session id, the partitions to send)."""
+    """How one Fetch request is read and answered. `partitions` are read (but those
+    `quiet` says have nothing new); `finish` takes their response data and says (error
+    code, session id, the partitions to send)."""
 
     __slots__ = ("partitions",)
 
     def __init__(self, partitions: list[FetchPartition]) -> None:
         self.partitions = partitions
+
+    @property
+    def quiet(self) -> Callable[[FetchParams, FetchPartition, Partition], bool] | None:
+        return None
 
     def finish(self, entries: Entries, always: Collection[Key] = ()) -> tuple[int, int, Entries]:
         """`always`: partitions sent even when unchanged (a follower's replication-throttled
@@ -192,6 +199,33 @@ class IncrementalFetchContext(FetchContext):
         super().__init__(session.requests())
         self.session = session
         self.expected_epoch = session.epoch
+
+    @property
+    def quiet(self) -> Callable[[FetchParams, FetchPartition, Partition], bool] | None:
+        return self._quiet
+
+    def _quiet(self, params: FetchParams, request: FetchPartition, partition: Partition) -> bool:
+        """Nothing new for the fetcher: it asked for the partition's end (the log end for a
+        follower, else the HW or LSO) in the leader epoch it knows, and was last told the
+        HW, LSO and log start there are now. Such a partition, most of a follower's in a
+        steady state, is then neither read nor answered: a round costs what moved."""
+        cached = self.session.partitions.get((request.topic, request.partition))
+        local = partition.log
+        if cached is None or local is None or local.offline or not partition.is_leader:
+            return False
+        if 0 <= request.current_leader_epoch != partition.leader_epoch:
+            return False
+        hw, lso = local.high_watermark, local.last_stable_offset
+        if params.from_follower:
+            end = local.log_end_offset
+        else:
+            end = lso if params.isolation is FetchIsolation.TXN_COMMITTED else hw
+        return (
+            request.fetch_offset == end
+            and cached.high_watermark == hw
+            and cached.last_stable_offset == lso
+            and cached.log_start_offset == local.log_start_offset
+        )
 
     def finish(self, entries: Entries, always: Collection[Key] = ()) -> tuple[int, int, Entries]:
         session = self.session

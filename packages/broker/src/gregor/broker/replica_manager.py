@@ -126,6 +126,9 @@ class FetchParams:
     max_bytes: int
     isolation: FetchIsolation
     hard_max_bytes_limit: bool = False  # Fetch v0-v2: no partial first batch beyond limits
+    # An incremental fetch session's test: the partition has nothing new for this fetcher
+    # (nothing to read, nothing it was not told): it is neither read nor answered (QUIET).
+    quiet: Callable[[FetchParams, FetchPartition, Partition], bool] | None = None
 
     @property
     def from_follower(self) -> bool:
@@ -153,6 +156,10 @@ class FetchResult:
     def size(self) -> int:
         info = self.read.info if self.read is not None else None
         return 0 if info is None else info.records.length
+
+
+# The result of a partition a fetch session's `quiet` test passed: not read, not answered.
+QUIET = FetchResult(ErrorCode.NONE)
 
 
 class ReplicaManager:
@@ -526,6 +533,8 @@ class ReplicaManager:
     ) -> FetchResult:
         try:
             partition = self.partition_or_error(request.topic, request.partition)
+            if params.quiet is not None and params.quiet(params, request, partition):
+                return QUIET
             read = partition.read(
                 request.fetch_offset,
                 max_bytes,
@@ -547,17 +556,17 @@ class ReplicaManager:
     ) -> None:
         """What a follower's fetch says about its log: its LEO is the offset it asked for."""
         for request, result in zip(requests, results, strict=True):
-            if result.error != ErrorCode.NONE or result.read is None:
+            read = result.read
+            if result is QUIET:
+                leader_end = request.fetch_offset  # quiet: the follower asked for our end
+            elif result.error != ErrorCode.NONE or read is None or read.diverging_epoch:
                 continue
-            if result.read.diverging_epoch is not None:
-                continue
+            else:
+                leader_end = read.log_end_offset
             partition = self.partitions.get((request.topic, request.partition))
             if partition is not None:
                 partition.update_follower_fetch_state(
-                    replica_id,
-                    request.fetch_offset,
-                    request.log_start_offset,
-                    result.read.log_end_offset,
+                    replica_id, request.fetch_offset, request.log_start_offset, leader_end
                 )
 
     async def fetch(
@@ -595,6 +604,8 @@ class ReplicaManager:
         def check() -> bool:
             nonlocal latest
             if self.shutting_down:
+                # Not ours to answer any more: the fetcher asks the next leader.
+                latest = [FetchResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)] * len(requests)
                 return True
             if self._nothing_new(params, requests):
                 return False

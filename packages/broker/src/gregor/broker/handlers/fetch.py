@@ -11,7 +11,7 @@ from __future__ import annotations
 from gregor.broker.apis import Later, RequestContext, handles
 from gregor.broker.authorization import AclOperation, ResourceType
 from gregor.broker.fetch_sessions import FetchContext
-from gregor.broker.replica_manager import FetchParams, FetchPartition, FetchResult
+from gregor.broker.replica_manager import QUIET, FetchParams, FetchPartition, FetchResult
 from gregor.protocol.apis import ApiKey
 from gregor.protocol.apis.fetch import (
     AbortedTransaction,
@@ -40,14 +40,6 @@ async def fetch(ctx: RequestContext, request: FetchRequest, version: int) -> Fet
         if version >= 4 and request.isolation_level == READ_COMMITTED
         else FetchIsolation.HIGH_WATERMARK
     )
-    params = FetchParams(
-        replica_id=request.replica_id,
-        max_wait_ms=request.max_wait_ms,
-        min_bytes=request.min_bytes,
-        max_bytes=min(max_bytes, cap),
-        isolation=isolation,
-        hard_max_bytes_limit=version <= 2,
-    )
     requested = [
         FetchPartition(
             topic.topic,
@@ -68,6 +60,15 @@ async def fetch(ctx: RequestContext, request: FetchRequest, version: int) -> Fet
         requested,
         [(t.topic, p) for t in request.forgotten_topics_data for p in t.partitions],
         from_follower,
+    )
+    params = FetchParams(
+        replica_id=request.replica_id,
+        max_wait_ms=request.max_wait_ms,
+        min_bytes=request.min_bytes,
+        max_bytes=min(max_bytes, cap),
+        isolation=isolation,
+        hard_max_bytes_limit=version <= 2,
+        quiet=context.quiet,
     )
     wanted = context.partitions
     # A follower needs CLUSTER_ACTION, a consumer READ on each topic.
@@ -108,6 +109,7 @@ def _response(
     entries = [
         (asked, _partition_data(ctx, asked, result, version, from_follower))
         for asked, result in zip(wanted, results, strict=True)
+        if result is not QUIET
     ]
     entries += [(asked, _error(asked, ErrorCode.TOPIC_AUTHORIZATION_FAILED)) for asked in refused]
     held_back = [
