@@ -69,6 +69,9 @@ class PartitionFetchState:
     leader_epoch: int
     state: State = State.TRUNCATING
     delayed_until: float = 0.0  # trio.current_time() before which the partition rests
+    # The partition's part of the last Fetch, reused while unchanged: the fetch session
+    # then knows it unchanged by identity.
+    request: FetchPartitionRequest | None = attrs.field(default=None, eq=False)
 
 
 THROTTLED_RETRY_S = 0.1
@@ -362,13 +365,23 @@ class ReplicaFetcher:
                     continue
                 throttled.add(key)
             sent[key] = (state, state.fetch_offset)
-            wanted[key] = FetchPartitionRequest(
-                partition=key[1],
-                current_leader_epoch=state.leader_epoch,
-                fetch_offset=state.fetch_offset,
-                log_start_offset=partition.log.log_start_offset,
-                partition_max_bytes=config.replica_fetch_max_bytes,
-            )
+            asked = state.request
+            log_start = partition.log.log_start_offset
+            if (
+                asked is None
+                or asked.fetch_offset != state.fetch_offset
+                or asked.log_start_offset != log_start
+                or asked.current_leader_epoch != state.leader_epoch
+                or asked.partition_max_bytes != config.replica_fetch_max_bytes
+            ):
+                asked = state.request = FetchPartitionRequest(
+                    partition=key[1],
+                    current_leader_epoch=state.leader_epoch,
+                    fetch_offset=state.fetch_offset,
+                    log_start_offset=log_start,
+                    partition_max_bytes=config.replica_fetch_max_bytes,
+                )
+            wanted[key] = asked
         if not sent:
             if held_back:
                 await trio.sleep(quota.throttle_s())

@@ -73,7 +73,9 @@ class FetchSessionHandler:
             self.partitions = dict(wanted)
             return FetchSessionRequest(self.session_id, INITIAL_EPOCH, _by_topic(wanted), [])
         previous = self.partitions
-        changed = {k: p for k, p in wanted.items() if previous.get(k) != p}
+        changed = {
+            k: p for k, p in wanted.items() if (old := previous.get(k)) is not p and old != p
+        }
         forgotten: dict[str, list[int]] = {}
         for topic, index in previous.keys() - wanted.keys():
             forgotten.setdefault(topic, []).append(index)
