@@ -5,7 +5,10 @@ Each leader gets at most one Fetch in flight (as in the Java client), for every 
 leads that is assigned, not paused, has a fetch offset, and has fewer than `PREFETCH`
 responses waiting to be consumed. A response's data goes into the `FetchBuffer` as one
 `CompletedFetch` per partition, and the partition's fetch offset moves past it at once, so
-the next request is already on its way while the application decodes this one.
+the next request is already on its way while the application decodes this one. Requests
+to each leader go in an incremental fetch session (KIP-227, `gregor.client.fetch_sessions`):
+after the first, a request names only the partitions that moved, and the response carries
+only those with something new.
 
 Errors: a moved leader or an unknown partition refreshes metadata and the partition is
 fetched again from its leader; an offset out of range resets the position as
@@ -25,6 +28,12 @@ import trio
 from gregor.client.config import ConsumerConfig
 from gregor.client.consumer.records import CompletedFetch, next_offset_after
 from gregor.client.consumer.subscription import PartitionState, ResetStrategy, SubscriptionState
+from gregor.client.fetch_sessions import (
+    SESSION_ERRORS,
+    FetchSessionHandler,
+    FetchSessionRequest,
+    Key,
+)
 from gregor.client.network import NetworkClient
 from gregor.client.types import TopicPartition
 from gregor.client.wakeup import Wakeup
@@ -32,7 +41,6 @@ from gregor.protocol.apis.fetch import (
     FetchPartition,
     FetchRequest,
     FetchResponse,
-    FetchTopic,
     PartitionData,
 )
 from gregor.protocol.errors import (
@@ -137,6 +145,7 @@ class Fetcher:
         self.buffer = buffer
         self.read_committed = config.isolation_level == "read_committed"
         self._busy: set[int] = set()
+        self._sessions: dict[int, FetchSessionHandler] = {}  # by broker
         self._wakeup = Wakeup()
 
     def wake(self) -> None:
@@ -187,31 +196,33 @@ class Fetcher:
             self._busy.add(node)
             nursery.start_soon(self._fetch, node, parts)
 
-    def _request(self, parts: list[tuple[TopicPartition, int, int]]) -> FetchRequest:
+    def _request(self, session: FetchSessionRequest) -> FetchRequest:
         config = self.config
-        cluster = self.client.cluster
-        topics: dict[str, list[FetchPartition]] = {}
-        for tp, _, offset in parts:
-            info = cluster.partition_info(tp)
-            topics.setdefault(tp.topic, []).append(
-                FetchPartition(
-                    partition=tp.partition,
-                    current_leader_epoch=info.leader_epoch if info is not None else -1,
-                    fetch_offset=offset,
-                    partition_max_bytes=config.max_partition_fetch_bytes,
-                )
-            )
         return FetchRequest(
             replica_id=-1,
             max_wait_ms=config.fetch_max_wait_ms,
             min_bytes=config.fetch_min_bytes,
             max_bytes=config.fetch_max_bytes,
             isolation_level=READ_COMMITTED if self.read_committed else 0,
-            session_id=0,
-            session_epoch=-1,  # no fetch session: every request is a full fetch
-            topics=[FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+            session_id=session.session_id,
+            session_epoch=session.session_epoch,
+            topics=session.topics,
+            forgotten_topics_data=session.forgotten,
             rack_id=config.client_rack,
         )
+
+    def _wanted(self, parts: list[tuple[TopicPartition, int, int]]) -> dict[Key, FetchPartition]:
+        cluster = self.client.cluster
+        wanted = {}
+        for tp, _, offset in parts:
+            info = cluster.partition_info(tp)
+            wanted[(tp.topic, tp.partition)] = FetchPartition(
+                partition=tp.partition,
+                current_leader_epoch=info.leader_epoch if info is not None else -1,
+                fetch_offset=offset,
+                partition_max_bytes=self.config.max_partition_fetch_bytes,
+            )
+        return wanted
 
     async def _fetch(self, node: int, parts: list[tuple[TopicPartition, int, int]]) -> None:
         where = str(self.client.cluster.broker(node) or f"broker {node}")
@@ -221,11 +232,21 @@ class Fetcher:
                 FetchRequest, max_version=MAX_FETCH_VERSION, min_version=MIN_FETCH_VERSION
             )
             timeout = (self.config.request_timeout_ms + self.config.fetch_max_wait_ms) / 1000
-            response = await self.client.send(
-                connection, self._request(parts), version, timeout=timeout
-            )
+            handler = self._sessions.get(node)
+            if handler is None:
+                handler = self._sessions[node] = FetchSessionHandler(where)
+            session = handler.build(self._wanted(parts), sessions=version >= 7)
+            try:
+                response = await self.client.send(
+                    connection, self._request(session), version, timeout=timeout
+                )
+            except BaseException:
+                handler.handle_error()
+                raise
             assert isinstance(response, FetchResponse)
-            if response.error_code:
+            if not handler.handle_response(session, response):
+                if response.error_code in SESSION_ERRORS:
+                    return  # nothing was read: the next fetch, a full one, goes at once
                 raise KafkaError.for_code(response.error_code)(f"fetch from {where}")
             self._handle(response, parts, where)
         except (NetworkError, RequestTimedOutError) as exc:
