@@ -4,7 +4,7 @@ kafka-python is the client of the five that speaks them (aiokafka and KafkaJS se
 id 0 and epoch -1, librdkafka too): its consumer reads every record once, in order, across
 incremental fetches, a partition added to and one removed from its assignment, and a
 leader killed under it. The followers' replica fetchers hold sessions on their leaders too
-(the broker's fetch session gauge counts them).
+(the broker's fetch session gauge counts them), and so does gregor-client's consumer.
 """
 
 from __future__ import annotations
@@ -16,6 +16,9 @@ from collections.abc import Callable
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as Tp
 
+from gregor.client import Consumer as GregorConsumer
+from gregor.client import Producer as GregorProducer
+from gregor.client import TopicPartition as GregorTp
 from gregor.devcluster import BrokerProcess, LocalCluster
 from gregor_testing.cluster import (
     create_topic,
@@ -140,3 +143,42 @@ def test_kafka_python_reads_through_incremental_fetch_sessions(cluster_factory: 
     assert got[a0] == sent[a0][: len(got[a0])]
     assert got[a1] == sent[a1]
     assert got[b0] == sent[b0]
+
+
+def test_gregor_client_reads_through_incremental_fetch_sessions(
+    shared_cluster: LocalCluster,
+) -> None:
+    """gregor-client's consumer fetches in sessions too: records across incremental
+    fetches, a partition added and one removed, every one once and in order."""
+    topic = unique_topic("sess-gc")
+    create_topic(shared_cluster, topic, partitions=3, replication_factor=3)
+    bootstrap = {"bootstrap.servers": shared_cluster.bootstrap_servers}
+    sent: dict[int, list[bytes]] = {0: [], 1: [], 2: []}
+    got: dict[int, list[bytes]] = {0: [], 1: [], 2: []}
+
+    def produce(partitions: list[int]) -> None:
+        with GregorProducer({**bootstrap, "acks": "all"}) as producer:
+            for p in partitions:
+                for _ in range(25):
+                    sent[p].append(b"%d-%d" % (p, len(sent[p])))
+                    producer.produce(topic, sent[p][-1], partition=p)
+            assert producer.flush(60) == 0
+
+    def read(partitions: list[int]) -> None:
+        def done() -> bool:
+            for record in consumer.consume(100, timeout=0.2):
+                got[record.partition].append(record.value)
+            return all(len(got[p]) >= len(sent[p]) for p in partitions)
+
+        wait_for(done, 60, f"records of {partitions}")
+
+    with GregorConsumer({**bootstrap, "auto.offset.reset": "earliest"}) as consumer:
+        consumer.assign([GregorTp(topic, 0), GregorTp(topic, 1)])
+        for _ in range(3):
+            produce([0, 1])
+            read([0, 1])
+        consumer.assign([GregorTp(topic, 1), GregorTp(topic, 2)])
+        produce([0, 1, 2])
+        read([1, 2])
+    assert got[0] == sent[0][:75]
+    assert got[1] == sent[1] and got[2] == sent[2]
