@@ -2,12 +2,15 @@
 
     gregor-etl --bootstrap-servers B --topics T1,T2 --warehouse PATH [--master URL]
                [--partition-by date,hour] [--value-format raw|json --schema FILE]
-               [--max-records-per-batch N] [--group G]
+               [--max-records-per-batch N] [--group G] [--every SECONDS]
                [--metrics-listener http://HOST:PORT [--metrics-linger SECONDS]]
 
 One Structured Streaming query per topic, run with Trigger.AvailableNow: it reads what the
-topic holds now through the `gregor` source and stops. Spark is the engine; this module only
-wires the query. Exactly once rests on offsets kept with the output (the Hadoop load of the
+topic holds now through the `gregor` source and stops. With --every, the queries run as a
+service instead, a micro-batch every SECONDS, until SIGTERM or Ctrl-C; topics that appear
+and match --pattern are loaded too, and a query that fails (a cluster unreachable for long)
+is reported and started again after a pause. Spark is the engine; this module only wires
+the query. Exactly once rests on offsets kept with the output (the Hadoop load of the
 Kafka paper, which needs no transactions from the broker):
 
 - the query's checkpoint (PATH/_checkpoints/<topic>) holds the offsets of each micro-batch
@@ -33,12 +36,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import re
 import signal
 import sys
+import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +60,8 @@ CHECKPOINTS = "_checkpoints"
 REJECTED = "_rejected"
 CORRUPT = "_corrupt_record"
 OBSERVED = "gregor_etl_rows"  # each output's rows per batch, counted by Spark (observe())
+RESTART_PAUSE = 5.0  # seconds before a service's failed queries start again
+REFRESH_TOPICS = 10.0  # seconds between a service's looks for new topics (--pattern)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -78,6 +85,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=[],
         metavar="KEY=VALUE",
         help="another client option (repeatable), e.g. security.protocol=SSL",
+    )
+    parser.add_argument(
+        "--every",
+        type=float,
+        metavar="SECONDS",
+        help="run as a service: a micro-batch every SECONDS until SIGTERM or Ctrl-C",
     )
     parser.add_argument(
         "--metrics-listener",
@@ -106,6 +119,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args.partition_by = partition_by
     if args.max_records_per_batch is not None and args.max_records_per_batch <= 0:
         parser.error("--max-records-per-batch must be positive")
+    if args.every is not None and args.every <= 0:
+        parser.error("--every must be positive")
     return args
 
 
@@ -331,9 +346,12 @@ def start_queries(
             .writeStream.format("parquet")
             .option("path", str(table))
             .option("checkpointLocation", str(warehouse / CHECKPOINTS / name))
-            .trigger(availableNow=True)
             .queryName(name.replace("/", "_"))
         )
+        if args.every:
+            writer = writer.trigger(processingTime=f"{args.every} seconds")
+        else:
+            writer = writer.trigger(availableNow=True)
         if partition_by:
             writer = writer.partitionBy(*partition_by)
         queries.append(writer.start())
@@ -342,15 +360,19 @@ def start_queries(
 
 def run(args: argparse.Namespace) -> int:
     client = client_options(args)
+    stopping = threading.Event()
+    if args.every is not None:
+        # From the start: a service told to stop while Spark starts stops once it runs.
+        stop_on_signals(stopping)
     group = Consumer({**client, "group.id": args.group, "enable.auto.commit": "false"})
     try:
         topics = topics_to_load(args, group)
-        if not topics:
+        if not topics and args.every is None:
             print("gregor-etl: no topics to load", flush=True)
             return 0
         metrics = EtlMetrics(topics)
         with exporting(args, metrics):
-            status = load(args, client, group, topics, metrics)
+            status = load(args, client, group, topics, metrics, stopping)
             if args.metrics_listener and args.metrics_linger > 0:
                 linger(args.metrics_linger)
         return status
@@ -390,6 +412,7 @@ def load(
     group: Consumer,
     topics: list[str],
     metrics: EtlMetrics,
+    stopping: threading.Event,
 ) -> int:
     from pyspark.sql.streaming.listener import StreamingQueryListener
 
@@ -444,12 +467,18 @@ def load(
 
     listener = Progress()
     spark.streams.addListener(listener)
-    queries = [q for topic in topics for q in start_queries(spark, args, topic, client)]
-    failed = []
-    for query in queries:
-        query.awaitTermination()
-        if query.exception() is not None:
-            failed.append(f"{query.name}: {query.exception()}")
+    failed: list[str] = []
+    if args.every is None:
+        failed = run_once(spark, args, topics, client)
+    else:
+        # Not `group`: the listener commits through that one, from Spark's thread.
+        lister = Consumer(client) if args.pattern else None
+        try:
+            refresh = functools.partial(topics_to_load, args, lister) if lister else None
+            topics = serve(spark, args, topics, client, refresh, stopping, metrics)
+        finally:
+            if lister is not None:
+                lister.close()
     spark.streams.removeListener(listener)
     # The group's offsets follow the checkpoints, also when this run found nothing new
     # (a crash may have come between a batch and its group commit).
@@ -471,6 +500,81 @@ def load(
         return 1
     spark.stop()
     return 0
+
+
+def run_once(
+    spark: SparkSession, args: argparse.Namespace, topics: list[str], client: Mapping[str, str]
+) -> list[str]:
+    """Every topic's queries to the end of what it holds now; the queries that failed."""
+    queries = [q for topic in topics for q in start_queries(spark, args, topic, client)]
+    failed = []
+    for query in queries:
+        query.awaitTermination()
+        if query.exception() is not None:
+            failed.append(f"{query.name}: {query.exception()}")
+    return failed
+
+
+def stop_on_signals(stopping: threading.Event) -> None:
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stopping.set())
+
+
+def serve(
+    spark: SparkSession,
+    args: argparse.Namespace,
+    topics: list[str],
+    client: Mapping[str, str],
+    refresh: Callable[[], list[str]] | None,
+    stopping: threading.Event,
+    metrics: EtlMetrics,
+) -> list[str]:
+    """The queries, a micro-batch every --every seconds, until SIGTERM or SIGINT set
+    `stopping`; with `refresh` (--pattern), topics that appear are loaded too, looked for
+    every REFRESH_TOPICS seconds. A topic whose query fails has its queries stopped and
+    started again after RESTART_PAUSE (the rerun redoes what was not committed, as after a
+    crash). Returns every topic it loaded."""
+    stop_on_signals(stopping)  # again: PySpark's context set its own SIGINT handler
+    running = {topic: start_queries(spark, args, topic, client) for topic in topics}
+    print(
+        f"gregor-etl: serving {', '.join(topics) or 'no topic yet'}, a micro-batch every "
+        f"{args.every:g} s",
+        flush=True,
+    )
+    next_refresh = time.monotonic() + REFRESH_TOPICS
+    while not stopping.wait(0.5):
+        if refresh is not None and time.monotonic() >= next_refresh:
+            next_refresh = time.monotonic() + REFRESH_TOPICS
+            try:
+                found = refresh()
+            except Exception as exc:  # the cluster unreachable: asked again later
+                print(f"gregor-etl: cannot list topics ({exc})", file=sys.stderr, flush=True)
+                found = []
+            for topic in found:
+                if topic not in running:
+                    print(f"gregor-etl: loading {topic} too", flush=True)
+                    metrics.add(topic)
+                    running[topic] = start_queries(spark, args, topic, client)
+        for topic, queries in running.items():
+            # Only a failure ends a query before it is stopped.
+            ended = [q for q in queries if not q.isActive]
+            if not ended or stopping.is_set():
+                continue
+            for query in queries:
+                query.stop()
+            why = "; ".join(f"{q.name}: {q.exception() or 'ended'}" for q in ended)
+            print(
+                f"gregor-etl: {topic} failed: {why}; starting over in {RESTART_PAUSE} s",
+                file=sys.stderr,
+                flush=True,
+            )
+            if not stopping.wait(RESTART_PAUSE):
+                running[topic] = start_queries(spark, args, topic, client)
+    for queries in running.values():
+        for query in queries:
+            query.stop()
+    print("gregor-etl: stopped", flush=True)
+    return list(running)
 
 
 def partitions(offsets: Mapping[tuple[str, int], int]) -> dict[int, int]:

@@ -49,6 +49,10 @@ class EtlMetrics:
     def __init__(self, topics: Iterable[str]) -> None:
         self.topics = {topic: TopicMetrics() for topic in topics}
 
+    def add(self, topic: str) -> None:
+        """A topic loaded from now on (a service found it)."""
+        self.topics.setdefault(topic, TopicMetrics())
+
     def batch(
         self,
         topic: str,
