@@ -326,6 +326,18 @@ def spark_etl_faults(session: nox.Session) -> None:
 
 
 @nox.session
+def topology_etl_faults(session: nox.Session) -> None:
+    """gregor-etl as a service on the topology's ETL host, loading dc1's topic while
+    producers write for 5 minutes (GREGOR_ETL_TOPOLOGY_SECONDS) and 6 rounds of faults
+    strike (the controller killed, the ETL host cut off, its driver killed, paused); then
+    every acknowledged record is in the warehouse once. The default suite plays 1 round."""
+    install(session, *PACKAGES, extra=[*LAUNCHER, *TEST_DEPS])
+    env = {"GREGOR_ETL_TOPOLOGY_SECONDS": os.environ.get("GREGOR_ETL_TOPOLOGY_SECONDS", "300")}
+    test = "tests/topology/test_etl.py"
+    session.run("pytest", test, "-s", "--timeout=3600", *session.posargs, env=env)
+
+
+@nox.session
 def txn_faults(session: nox.Session) -> None:
     """The exactly-once pipeline of tests/transactions/test_txn_failover.py through
     GREGOR_TXN_FAULTS (default 100) SIGKILLs of the transaction coordinator, a partition

@@ -1,5 +1,6 @@
-# The Spark ETL host: gregor-spark (the gregor-etl job) on PySpark, with Java 17. It idles
-# until a job is run in it (docker compose exec dc1-etl gregor-etl ...).
+# The Spark ETL host: gregor-spark (gregor-etl) on PySpark, with Java 17. The compose file
+# runs gregor-etl as a service in it (--every), loading its datacenter's topics into the
+# warehouse on its volume; without a command it idles.
 FROM python:3.11-slim-bookworm
 RUN apt-get update \
     && apt-get install -y --no-install-recommends gcc libc6-dev openjdk-17-jre-headless \

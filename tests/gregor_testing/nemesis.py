@@ -2,7 +2,8 @@
 brings everything back and waits until every partition is whole again.
 
 It acts on `Hosts`: the brokers and ZooKeepers by name, each a supervised process, the
-network namespace each is reached from, and the network faults possible between them. Two
+network namespace each is reached from, and the network faults possible between them (and,
+when a schedule names them, a topology datacenter's mirror and ETL host). Two
 kinds of cluster give them: a `LocalCluster` on loopback (`Hosts.of_cluster`: process and
 disk-less faults only) and one datacenter of the namespace topology (`Hosts.of_topology`:
 every fault).
@@ -79,6 +80,9 @@ class Hosts:
     network: NetworkFaults | None = None  # None: no network faults (one loopback)
     datacenter: str = ""
     disks: bool = False  # whether each broker's log dir is a disk of its own to fill
+    # The datacenter's other services that run (its mirror, its ETL): faults hit them when
+    # a schedule names them, and `restore` resumes them and starts them again.
+    services: dict[str, Supervised] = field(default_factory=dict)
 
     @classmethod
     def of_cluster(cls, cluster: LocalCluster) -> Hosts:
@@ -95,6 +99,11 @@ class Hosts:
         hosts_of = topology.topology.hosts_of
         brokers = {h.name: topology.processes[h.name] for h in hosts_of(datacenter, "broker")}
         zookeepers = {h.name: topology.processes[h.name] for h in hosts_of(datacenter, "zookeeper")}
+        services = {
+            h.name: topology.processes[h.name]
+            for h in hosts_of(datacenter)
+            if h.service in ("mirror", "etl") and h.name in topology.processes
+        }
         return cls(
             brokers,  # type: ignore[arg-type]
             zookeepers,
@@ -102,6 +111,7 @@ class Hosts:
             NetworkFaults(topology),
             datacenter,
             bool(topology.broker_disk_mb),
+            services,
         )
 
     @property
@@ -109,7 +119,7 @@ class Hosts:
         return [*self.zookeepers, *self.brokers]
 
     def process(self, host: str) -> Supervised:
-        return self.brokers.get(host) or self.zookeepers[host]
+        return self.brokers.get(host) or self.zookeepers.get(host) or self.services[host]
 
     def broker_named(self, broker_id: int) -> str:
         return next(h for h, b in self.brokers.items() if b.broker_id == broker_id)
@@ -316,6 +326,10 @@ class Nemesis:
         for host in self.hosts.names:
             self._serving(host, deadline)
         wait_until(self.whole, max(0.0, deadline - time.monotonic()), "every partition whole")
+        for service in self.hosts.services.values():
+            service.resume()
+            if not service.is_running():
+                service.launch()  # type: ignore[attr-defined]
 
     def _serving(self, host: str, deadline: float) -> None:
         """Start the host's process until it serves: a broker killed and started again

@@ -91,6 +91,13 @@ def test_the_compose_file_says_what_the_description_says(project: dict[str, Any]
         if host.service == "mirror":
             assert set(service["networks"]) == {host.datacenter, host.source}
             assert service["command"][-2:] == ["--clusters", host.datacenter]
+        if host.service == "etl":  # gregor-etl as a service on its datacenter's cluster
+            command = service["command"]
+            assert command[0] == "gregor-etl" and "--every" in command
+            bootstrap = command[command.index("--bootstrap-servers") + 1]
+            assert bootstrap == topology.bootstrap_servers(host.datacenter)
+            assert command[command.index("--warehouse") + 1] == "/var/lib/gregor/warehouse"
+            assert service["volumes"] == [f"{name}:/var/lib/gregor"]
     for name, dc in topology.datacenters.items():
         (ipam,) = project["networks"][name]["ipam"]["config"]
         assert ipam == {"subnet": str(dc.subnet), "gateway": str(dc.gateway)}

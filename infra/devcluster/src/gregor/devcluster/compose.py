@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from gregor.devcluster.etl import etl_arguments
 from gregor.devcluster.mirror import mirror_properties
 from gregor.devcluster.netns import broker_for, zookeeper_for
 from gregor.devcluster.topology import Host, Service, Topology, load
@@ -29,7 +30,7 @@ DATA = Path("/var/lib/gregor")  # each container's volume
 CONFIG = Path("/etc/gregor")  # where its config file is mounted
 CONFIG_FILES = {"zookeeper": "zoo.cfg", "broker": "server.properties", "mirror": "mm2.properties"}
 # The Prometheus endpoints: each broker's and mirror's (metrics.prometheus.listener), and
-# gregor-etl's when it runs on an ETL host with --metrics-listener http://0.0.0.0:9109.
+# the ETL host's gregor-etl's (--metrics-listener).
 METRICS_PORT = 9404
 MIRROR_METRICS_PORT = 9108
 ETL_METRICS_PORT = 9109
@@ -38,6 +39,8 @@ SCRAPED: dict[Service, int] = {
     "mirror": MIRROR_METRICS_PORT,
     "etl": ETL_METRICS_PORT,
 }
+# A service started after those of its datacenter.
+_NEEDS: dict[str, Service] = {"broker": "zookeeper", "etl": "broker"}
 HEADER = "# Generated from infra/topology.toml by `nox -s compose`: edit that, not this.\n"
 
 
@@ -65,7 +68,16 @@ def _command(topology: Topology, host: Host) -> list[str] | None:
         return ["gregor-broker", config]
     if host.service == "mirror":
         return ["gregor-mirror", config, "--clusters", host.datacenter]
-    return None  # the image's own: ZooKeeper's start script, an idle client or ETL host
+    if host.service == "etl":
+        listener = f"http://0.0.0.0:{ETL_METRICS_PORT}"
+        warehouse = DATA / "warehouse"
+        return [
+            "gregor-etl",
+            *etl_arguments(topology, host, warehouse),
+            "--metrics-listener",
+            listener,
+        ]
+    return None  # the image's own: ZooKeeper's start script, an idle client
 
 
 def compose(topology: Topology) -> dict[str, Any]:
@@ -84,17 +96,16 @@ def compose(topology: Topology) -> dict[str, Any]:
             service["networks"][host.source] = {}
         if host.service == "zookeeper" and host.id is not None:
             service["environment"] = {"ZOO_MY_ID": str(host.id)}
-        if host.service in ("zookeeper", "broker"):
+        if host.service in ("zookeeper", "broker", "etl"):
             volumes[host.name] = {}
             service["volumes"] = [f"{host.name}:{DATA}"]
         if host.service in CONFIG_FILES:
             configs[host.name] = {"file": f"./config/{host.name}/{CONFIG_FILES[host.service]}"}
             target = str(CONFIG / CONFIG_FILES[host.service])
             service["configs"] = [{"source": host.name, "target": target}]
-        if host.service == "broker":
-            service["depends_on"] = [
-                h.name for h in topology.hosts_of(host.datacenter, "zookeeper")
-            ]
+        needs = _NEEDS.get(host.service)
+        if needs is not None:  # started after them
+            service["depends_on"] = [h.name for h in topology.hosts_of(host.datacenter, needs)]
         command = _command(topology, host)
         if command is not None:
             service["command"] = command
@@ -137,8 +148,8 @@ def to_yaml(value: Any, indent: int = 0) -> str:
 
 def prometheus(topology: Topology) -> dict[str, Any]:
     """A Prometheus scrape config for every broker, mirror and ETL host, labelled with its
-    datacenter (for infra/grafana's dashboards). An ETL host answers only while gregor-etl
-    runs there (and --metrics-linger seconds after)."""
+    datacenter (for infra/grafana's dashboards). The ETL host runs gregor-etl as a
+    service (--every), serving its metrics while it runs."""
     return {
         "global": {"scrape_interval": "15s"},
         "scrape_configs": [

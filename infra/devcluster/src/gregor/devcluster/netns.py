@@ -25,9 +25,11 @@ from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gregor.devcluster import disks, namespaces
 from gregor.devcluster.broker import BrokerProcess
+from gregor.devcluster.etl import EtlProcess
 from gregor.devcluster.mirror import MirrorProcess, not_copying
 from gregor.devcluster.supervisor import Supervised
 from gregor.devcluster.topology import Host, Topology, load
@@ -36,8 +38,10 @@ from gregor.devcluster.zookeeper import ZooKeeper, four_letter_word
 
 STATE_FILE = "topology-state.json"
 _RUN_ID = re.compile(r"^[a-z0-9]{1,12}$")
-# Stopped in this order: brokers while their ZooKeeper still runs (a controlled shutdown).
-_STOP_ORDER = (("broker",), ("mirror", "etl", "client"), ("zookeeper",))
+# Stopped in this order: the clusters' clients while the brokers serve (a mirror delivers
+# what it holds, the ETL stops its queries), then brokers while their ZooKeeper still runs
+# (a controlled shutdown), then ZooKeeper.
+_STOP_ORDER = (("mirror", "etl", "client"), ("broker",), ("zookeeper",))
 _STOP_TIMEOUT = 30.0
 
 
@@ -94,13 +98,14 @@ class NetnsTopology:
         timeout: float = 120.0,
         datacenters: Collection[str] | None = None,
         mirrors: bool = False,
+        etl: bool = False,
     ) -> None:
         """Build the network (after removing what an earlier run left), then start every
         ZooKeeper ensemble and broker (of `datacenters` only, if given: a test of one
         cluster spares the machine the other), and with `mirrors` each mirror host's
         gregor-mirror; return once all serve and every mirror copies (RuntimeError naming
-        what is not ready after `timeout`). On any failure, or an interrupt, everything is
-        torn down again."""
+        what is not ready after `timeout`). With `etl`, the ETL host's gregor-etl starts
+        last. On any failure, or an interrupt, everything is torn down again."""
         teardown(self.directory, self.prefix)
         self.services = services
         self.mirrors = False  # until start_mirrors
@@ -114,12 +119,14 @@ class NetnsTopology:
             if services and mirrors:
                 for mirror in self.start_mirrors():
                     mirror.wait_ready(timeout)
+            if services and etl:
+                self.start_etl()
         except BaseException:
             self.down()
             raise
 
     def down(self) -> None:
-        """Stop every process (brokers first), delete every namespace and /etc/netns entry."""
+        """Stop every process (in _STOP_ORDER), delete every namespace and /etc/netns entry."""
         for group in _STOP_ORDER:
             names = [h.name for h in self._hosts(group)]
             started = [self.processes[name] for name in names if name in self.processes]
@@ -236,6 +243,17 @@ class NetnsTopology:
             started.append(mirror)
         return started
 
+    def start_etl(self, **options: Any) -> EtlProcess:
+        """Start the ETL host's gregor-etl on its datacenter's cluster (`options`: those of
+        etl_arguments: pattern, every, batch)."""
+        (host,) = self._hosts(("etl",))
+        etl = EtlProcess(
+            self.topology, host, self.directory / host.name, self.namespace(host.name), **options
+        )
+        self.processes[host.name] = etl
+        etl.launch()
+        return etl
+
     def stop_mirrors(self) -> None:
         for host in self._hosts(("mirror",)):
             mirror = self.processes.pop(host.name, None)
@@ -330,7 +348,7 @@ def _enable_forwarding() -> None:
 
 def teardown(directory: Path, prefix: str | None = None) -> list[str]:
     """Remove what a run under `directory` left: stop the processes inside its namespaces
-    (in the state file's order: brokers, then the other hosts, then ZooKeeper), delete the
+    (in the state file's order: mirrors and ETL, brokers, then ZooKeeper), delete the
     namespaces and their /etc/netns folders, then the state file. The run is the state
     file's, and `prefix`'s (by default the folder's own run id). Returns the namespaces
     removed. Works whether or not the harness that made them still runs."""

@@ -32,6 +32,11 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--network-only", action="store_true", help="up: the hosts and links, no services"
     )
+    parser.add_argument(
+        "--etl",
+        action="store_true",
+        help="up: also run gregor-etl on the ETL host (Spark: a JVM of about 1 GB)",
+    )
     return parser.parse_args(argv)
 
 
@@ -48,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.command == "up":
-        return run(topology, services=not args.network_only)
+        return run(topology, services=not args.network_only, etl=args.etl)
     return show(topology)
 
 
@@ -56,7 +61,7 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def run(topology: NetnsTopology, services: bool) -> int:
+def run(topology: NetnsTopology, services: bool, etl: bool = False) -> int:
     """Up until Ctrl-C, SIGTERM, the end of whatever started this process, or a service
     that exits; then down."""
     signal.signal(signal.SIGTERM, _interrupt)
@@ -66,7 +71,7 @@ def run(topology: NetnsTopology, services: bool) -> int:
     print(f"bringing up {hosts} hosts under {topology.directory} ...", flush=True)
     try:
         # Takes down what it brought up if it fails or is interrupted.
-        topology.up(services, mirrors=True)
+        topology.up(services, mirrors=True, etl=etl)
     except KeyboardInterrupt:
         print("\nstopped", flush=True)
         return 0
@@ -107,6 +112,11 @@ def show(topology: NetnsTopology) -> int:
         client = topology.namespace(f"{name}-client")
         print(f"{name}: bootstrap {topology.bootstrap_servers(name)}")
         print(f"    e.g. ip netns exec {client} kcat -b {name}-broker1:9092 -L")
+    for host in topology.topology.hosts.values():
+        if host.service == "etl":
+            where = topology.directory / host.name
+            print(f"{host.name}: gregor-etl (with --etl) loads {host.datacenter}'s topics into "
+                  f"{where / 'warehouse'}, its log {where / 'etl.log'}")  # fmt: skip
     return 0 if healthy else 1
 
 
