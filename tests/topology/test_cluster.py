@@ -97,17 +97,18 @@ def topology(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetnsTopology
 
 
 def test_up_and_down_cleanly_again_and_again(tmp_path: Path) -> None:
-    """Each cycle: every ZooKeeper and broker serves in its own namespace, then nothing of
-    the run is left: no namespace, /etc/netns folder, process or state file."""
+    """Each cycle, the topology as `nox -s topology -- up` brings it up: every ZooKeeper and
+    broker serves in its own namespace and both mirrors copy; then nothing of the run is
+    left: no namespace, /etc/netns folder, process or state file."""
     timings = []
     for cycle in range(CYCLES):
         started = time.monotonic()
-        with topology_up(tmp_path) as topology:
+        with topology_up(tmp_path, mirrors=True) as topology:
             up = time.monotonic() - started
             rows = topology.status()
             assert [r.host.name for r in rows if not r.exists] == []
             serving = [r.host.name for r in rows if r.serving]
-            assert len(serving) == 3 + 1 + 6  # the two ensembles and six brokers
+            assert len(serving) == 3 + 1 + 6 + 2  # the two ensembles, six brokers, mirrors
             assert all(len(r.pids) == 1 for r in rows if r.serving)
             stopping = time.monotonic()
         timings.append((up, time.monotonic() - stopping))
