@@ -197,10 +197,12 @@ def settled(cluster: LocalCluster) -> None:
     wait_for(everywhere, 10, "every broker to have the same ACLs")
 
 
-def ck_produce(cluster: LocalCluster, topic: str, count: int = 5, **extra: Any) -> list[int]:
-    """Error codes of each delivery (0 for success)."""
+def ck_produce(
+    cluster: LocalCluster, topic: str, count: int = 5, user: str = "alice", **extra: Any
+) -> list[int]:
+    """Error codes of each delivery of `user`'s records (0 for success)."""
     producer = CkProducer(
-        {**ck_conf(cluster), "message.timeout.ms": 15_000, "linger.ms": 0, **extra}
+        {**ck_conf(cluster, user), "message.timeout.ms": 15_000, "linger.ms": 0, **extra}
     )
     codes: list[int] = []
     for i in range(count):
@@ -213,11 +215,13 @@ def ck_produce(cluster: LocalCluster, topic: str, count: int = 5, **extra: Any) 
     return codes
 
 
-def ck_consume(cluster: LocalCluster, topic: str, group: str, wanted: int) -> list[bytes] | int:
-    """The values read from the start, or the first error code the consumer reports."""
+def ck_consume(
+    cluster: LocalCluster, topic: str, group: str, wanted: int, user: str = "alice"
+) -> list[bytes] | int:
+    """The values `user` reads from the start, or the first error code the consumer reports."""
     consumer = CkConsumer(
         {
-            **ck_conf(cluster),
+            **ck_conf(cluster, user),
             "group.id": group,
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,

@@ -29,11 +29,36 @@ FAST = {
 
 
 @pytest.fixture
-def mirror_factory(
-    request: pytest.FixtureRequest, tmp_path: Path, cluster_a: LocalCluster, cluster_b: LocalCluster
+def start_mirror(
+    request: pytest.FixtureRequest, tmp_path: Path
 ) -> Iterator[Callable[..., MirrorProcess]]:
-    """Start mirrors with an mm2.properties of clusters A and B plus these settings."""
+    """Start gregor-mirror processes with an mm2.properties of exactly these settings, for
+    the clusters named; each is stopped at the end (its log shown if the test failed)."""
     started: list[MirrorProcess] = []
+
+    def start(props: Mapping[str, str], clusters: list[str]) -> MirrorProcess:
+        path = tmp_path / f"mm2-{len(started)}.properties"
+        path.write_text("".join(f"{k} = {v}\n" for k, v in props.items()))
+        mirror = MirrorProcess(path, clusters, tmp_path / f"mirror-{len(started)}.log").start()
+        started.append(mirror)
+        return mirror
+
+    yield start
+    failed = getattr(request.node, "report_call", None)
+    for mirror in started:
+        try:
+            mirror.stop()
+        finally:
+            if failed is None or failed.failed:
+                print(f"----- {mirror.log_path} -----")
+                print(mirror.log_tail())
+
+
+@pytest.fixture
+def mirror_factory(
+    start_mirror: Callable[..., MirrorProcess], cluster_a: LocalCluster, cluster_b: LocalCluster
+) -> Callable[..., MirrorProcess]:
+    """Start mirrors with an mm2.properties of clusters A and B plus these settings."""
 
     def make(settings: Mapping[str, str], clusters: list[str] = ["B"]) -> MirrorProcess:  # noqa: B006
         props = {
@@ -43,18 +68,6 @@ def mirror_factory(
             **FAST,
             **settings,
         }
-        path = tmp_path / f"mm2-{len(started)}.properties"
-        path.write_text("".join(f"{k} = {v}\n" for k, v in props.items()))
-        mirror = MirrorProcess(path, clusters, tmp_path / f"mirror-{len(started)}.log").start()
-        started.append(mirror)
-        return mirror
+        return start_mirror(props, clusters)
 
-    yield make
-    failed = getattr(request.node, "report_call", None)
-    for mirror in started:
-        try:
-            mirror.stop()
-        finally:
-            if failed is None or failed.failed:
-                print(f"----- {mirror.log_path} -----")
-                print(mirror.log_tail())
+    return make

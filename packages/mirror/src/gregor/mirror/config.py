@@ -173,6 +173,7 @@ class FlowConfig:
     sync_topic_configs: bool
     sync_topic_configs_interval: float
     sync_topic_acls: bool
+    sync_topic_acls_interval: float
     emit_checkpoints: bool
     emit_checkpoints_interval: float
     emit_heartbeats: bool
@@ -289,6 +290,7 @@ _FLOW_SETTINGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "sync.topic.configs.enabled": (_bool, "true"),
     "sync.topic.configs.interval.seconds": (_int(1), "600"),
     "sync.topic.acls.enabled": (_bool, "true"),
+    "sync.topic.acls.interval.seconds": (_int(1), "600"),
     "emit.checkpoints.enabled": (_bool, "true"),
     "emit.checkpoints.interval.seconds": (_int(1), "60"),
     "emit.heartbeats.enabled": (_bool, "true"),
@@ -370,6 +372,7 @@ def _flow(source: ClusterConfig, target: ClusterConfig, props: Mapping[str, str]
         sync_topic_configs=get("sync.topic.configs.enabled"),
         sync_topic_configs_interval=get("sync.topic.configs.interval.seconds"),
         sync_topic_acls=get("sync.topic.acls.enabled"),
+        sync_topic_acls_interval=get("sync.topic.acls.interval.seconds"),
         emit_checkpoints=get("emit.checkpoints.enabled"),
         emit_checkpoints_interval=get("emit.checkpoints.interval.seconds"),
         emit_heartbeats=get("emit.heartbeats.enabled"),

@@ -46,6 +46,7 @@ from gregor.client import (
 )
 from gregor.client.consumer.batches import FetchedBatch
 from gregor.client.producer.aio import AsyncRecordFuture
+from gregor.mirror.acls import AclSync
 from gregor.mirror.checkpoints import CheckpointTask
 from gregor.mirror.config import FlowConfig
 from gregor.mirror.metrics import FlowMetrics, now_ms
@@ -452,7 +453,7 @@ async def keep_running(
 
 
 class Flow:
-    """A flow's tasks: topic refresh and config sync, the copier, checkpoints."""
+    """A flow's tasks: topic refresh and config sync, the copier, checkpoints, ACL sync."""
 
     def __init__(self, flow: FlowConfig) -> None:
         self.flow = flow
@@ -501,6 +502,9 @@ class Flow:
                     flow, self.store, lambda: self.partitions, self.metrics
                 )
                 nursery.start_soon(keep_running, f"{flow.name} checkpoints", checkpoints.run)
+            if flow.sync_topic_acls:
+                acls = AclSync(flow, source_admin, target_admin)
+                nursery.start_soon(keep_running, f"{flow.name} topic ACL sync", acls.run)
             nursery.start_soon(self._report)
             while not self.stopping:
                 self.copier = copier = Copier(
