@@ -4,14 +4,17 @@ that writes them (and, with `sync.group.offsets.enabled`, the groups' offsets th
 Key: group (STRING), topic (STRING, the target's name), partition (INT32); value: version
 (INT16, 0), upstreamOffset (INT64), offset (INT64), metadata (STRING).
 
-Each round reads the source groups' committed offsets of mirrored partitions and translates
-them through the offset syncs (`translate.translate`). A group's offsets are written into the
-target only while the group has no members there, and only forward, as MM2 does (KIP-545).
+Each round (every `emit.checkpoints.interval.seconds`) reads the source groups' committed
+offsets of mirrored partitions and translates them through the offset syncs
+(`translate.translate`); the groups are listed every `refresh.groups.interval.seconds`.
+A group's offsets are written into the target only while the group has no members there,
+and only forward, as MM2 does (KIP-545).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -94,6 +97,8 @@ class CheckpointTask:
         self.store = store
         self.mirrored = mirrored  # source partition -> target partition, as of now
         self.emitted: dict[tuple[str, TopicPartition], Checkpoint] = {}
+        self.groups: list[str] | None = None  # the source's groups the flow mirrors
+        self.groups_listed = -math.inf  # trio time of the last listing
 
     async def run(self) -> None:
         flow = self.flow
@@ -134,10 +139,7 @@ class CheckpointTask:
         """The source groups' committed offsets of mirrored partitions, translated."""
         mirrored = self.mirrored()
         out = []
-        for listing in await source_admin.list_groups():
-            group = listing.group_id
-            if listing.protocol_type not in ("consumer", "") or not self.flow.groups(group):
-                continue
+        for group in await self.source_groups(source_admin):
             offsets = await source_admin.list_group_offsets(group)
             for tp, committed in offsets.items():
                 remote = mirrored.get(tp)
@@ -152,6 +154,19 @@ class CheckpointTask:
                         )
                     )
         return out
+
+    async def source_groups(self, source_admin: AsyncAdminClient) -> list[str]:
+        """The source's consumer groups that the flow's filter selects, listed again every
+        refresh.groups.interval.seconds (as MM2 does: a new group is picked up then)."""
+        now = trio.current_time()
+        if self.groups is None or now - self.groups_listed >= self.flow.refresh_groups_interval:
+            self.groups = sorted(
+                listing.group_id
+                for listing in await source_admin.list_groups()
+                if listing.protocol_type in ("consumer", "") and self.flow.groups(listing.group_id)
+            )
+            self.groups_listed = now
+        return self.groups
 
     async def sync_groups(self, target_admin: AsyncAdminClient) -> None:
         """Write the checkpointed offsets into the target's groups that have no members,
