@@ -6,7 +6,8 @@
   exactly the records after its commit, though B's offsets differ from A's.
 - SIGKILL of the mirror while producing loses nothing, and translation stays exact; with
   exactly.once.support=enabled, a read_committed reader of B sees every record exactly once.
-- The target unreachable for a while: reported, retried, nothing lost.
+- SIGTERM while copying: exit 0 with every record on B covered by a sync.
+- The target unreachable for 30 s: reported, retried, nothing lost.
 - Active-active A<->B: each side ends with its topic and one copy of the other's, no loops.
 - Prometheus: the served counters move by exactly the records copied.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import urllib.request
 import uuid
 from collections.abc import Callable, Sequence
@@ -404,12 +406,49 @@ def test_sigkill_loses_nothing_and_translation_stays_exact(
     assert resumed == {p: source[p][-100:] for p in range(2)}
 
 
+def test_sigterm_stops_cleanly_with_everything_delivered_synced(
+    cluster_a: LocalCluster, cluster_b: LocalCluster, mirror_factory: Callable[..., MirrorProcess]
+) -> None:
+    """SIGTERM while copying: the mirror exits 0 after delivering what was in flight and
+    writing its syncs, so every record on B is covered by a sync (a restart sends none of
+    them again); a restarted mirror then copies the rest."""
+    topic = f"sigterm-{uuid.uuid4().hex[:6]}"
+    remote = f"A.{topic}"
+    create_topic(cluster_a, topic, 2, 2)
+    settings = {"A->B.enabled": "true", "A->B.topics": topic}
+    sent = records(12_000, 2, "t")
+    failures: list[BaseException] = []
+    producing = feed(cluster_a, cluster_b, topic, sent, failures)
+    mirror = mirror_factory(settings)
+    wait_for(lambda: log_end(cluster_b, remote, 2) > 3000, 300, "copies under way")
+    assert mirror.stop() == 0
+    with admin(cluster_b) as client:
+        ends = client.list_offsets({GTopicPartition(remote, p): "latest" for p in range(2)})
+    syncs = read_committed_to_end(cluster_a, "mm2-offset-syncs.B.internal", 1)[0]
+    last: dict[int, int] = {}
+    for _, key, value, _, _ in syncs:
+        sync = OffsetSync.decode(key or b"", value or b"")
+        if sync.partition.topic == topic:
+            last[sync.partition.partition] = sync.offset
+    # The last sync of each partition names the last record on B: nothing unsynced.
+    assert {p: last.get(p, -1) + 1 for p in range(2)} == {
+        tp.partition: end.offset for tp, end in ends.items() if end is not None
+    }
+    mirror_factory(settings)
+    producing.join(600)
+    assert not failures and not producing.is_alive()
+    assert_all_copied(cluster_a, cluster_b, topic, len(sent))
+
+
+OUTAGE = 30.0  # seconds
+
+
 def test_an_unreachable_target_is_reported_and_retried_and_nothing_is_lost(
     cluster_a: LocalCluster, cluster_b: LocalCluster, mirror_factory: Callable[..., MirrorProcess]
 ) -> None:
-    """B goes down while the mirror copies and A keeps receiving records: the mirror logs
-    why it cannot deliver, keeps running and retrying, and once B is back every record
-    gets there, in order."""
+    """B goes down for 30 s while the mirror copies and A keeps receiving records: the
+    mirror logs why it cannot deliver, keeps running and retrying, and once B is back every
+    record gets there, in order."""
     topic = f"unreachable-{uuid.uuid4().hex[:6]}"
     create_topic(cluster_a, topic, 2, 2)
     settings = {
@@ -424,9 +463,12 @@ def test_an_unreachable_target_is_reported_and_retried_and_nothing_is_lost(
     mirror = mirror_factory(settings)
     wait_for(lambda: log_end(cluster_b, f"A.{topic}", 2) >= 2000, 90, "the first copies")
     cluster_b.stop()
+    down = time.monotonic()
     try:
         produce(cluster_a, topic, sent[2000:4000], "lz4")
         wait_for(lambda: "A->B failed (" in mirror.log_tail(50_000), 120, "the failure reported")
+        # The issue's outage: B stays down for 30 s, the mirror retrying all along.
+        wait_for(lambda: time.monotonic() - down >= OUTAGE, OUTAGE + 5, f"{OUTAGE} s down")
         assert mirror.process is not None and mirror.process.poll() is None
     finally:
         cluster_b.start()
