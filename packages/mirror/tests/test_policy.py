@@ -70,3 +70,30 @@ def test_policy_by_class_name() -> None:
     assert type(policy_from_config("DefaultReplicationPolicy")) is DefaultReplicationPolicy
     with pytest.raises(ValueError, match="not a replication policy"):
         policy_from_config("com.example.Mine")
+
+
+class RegionPolicy(DefaultReplicationPolicy):
+    """A policy of one's own: remote topics named `<topic>@<source>`."""
+
+    def format_remote_topic(self, source_alias: str, topic: str) -> str:
+        return f"{topic}@{source_alias}"
+
+    def topic_source(self, topic: str) -> str | None:
+        return topic.rpartition("@")[2] if "@" in topic else None
+
+    def upstream_topic(self, topic: str) -> str | None:
+        return topic.rpartition("@")[0] if "@" in topic else None
+
+
+def test_a_python_policy_of_ones_own() -> None:
+    name = f"{__name__}:RegionPolicy"
+    policy = policy_from_config(name, separator="_")
+    assert isinstance(policy, RegionPolicy) and policy.separator == "_"
+    assert policy.format_remote_topic("A", "orders") == "orders@A"
+    assert is_cycle(policy, "orders@B@A", "B") and not is_cycle(policy, "orders@A", "B")
+    with pytest.raises(ValueError, match=r"cannot be loaded \(ModuleNotFoundError"):
+        policy_from_config("no_such_module:Policy")
+    with pytest.raises(ValueError, match=r"cannot be loaded \(AttributeError"):
+        policy_from_config(f"{__name__}:NoSuchPolicy")
+    with pytest.raises(ValueError, match="is not a subclass of"):
+        policy_from_config(f"{__name__}:test_a_python_policy_of_ones_own")

@@ -9,6 +9,8 @@ tell where a topic came from: with it the topology must have no cycles (as in MM
 
 from __future__ import annotations
 
+import importlib
+
 DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
 IDENTITY_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 
@@ -140,22 +142,38 @@ def policy_from_config(
     heartbeats_topic: str = "heartbeats",
     source_alias: str | None = None,
 ) -> DefaultReplicationPolicy:
-    """The policy `replication.policy.class` names (MM2's class name or its simple name)."""
+    """The policy `replication.policy.class` names: MM2's class name or its simple name, or
+    a Python class of one's own as `module:Class` (MM2 users write custom policies in Java;
+    here a subclass of DefaultReplicationPolicy, constructed with the same settings)."""
     by_simple = {full.rsplit(".", 1)[1]: cls for full, cls in _POLICIES.items()}
     cls = _POLICIES.get(name) or by_simple.get(name)
+    if cls is None and ":" in name:
+        cls = _python_policy(name)
     if cls is None:
         raise ValueError(
             f"{name!r} is not a replication policy gregor-mirror knows "
-            f"(one of {', '.join(sorted(_POLICIES))})"
+            f"(one of {', '.join(sorted(_POLICIES))}, or a Python subclass of "
+            "gregor.mirror.DefaultReplicationPolicy as module:Class)"
         )
-    if cls is IdentityReplicationPolicy:
-        return IdentityReplicationPolicy(
+    if issubclass(cls, IdentityReplicationPolicy):
+        return cls(
             separator,
             internal_separator=internal_separator,
             heartbeats_topic=heartbeats_topic,
             source_alias=source_alias,
         )
     return cls(separator, internal_separator=internal_separator, heartbeats_topic=heartbeats_topic)
+
+
+def _python_policy(name: str) -> type[DefaultReplicationPolicy]:
+    module, _, attribute = name.partition(":")
+    try:
+        found = getattr(importlib.import_module(module), attribute)
+    except Exception as exc:  # whatever importing it raised: a bad config, reported
+        raise ValueError(f"{name!r} cannot be loaded ({type(exc).__name__}: {exc})") from None
+    if not (isinstance(found, type) and issubclass(found, DefaultReplicationPolicy)):
+        raise ValueError(f"{name!r} is not a subclass of gregor.mirror.DefaultReplicationPolicy")
+    return found
 
 
 def is_cycle(policy: DefaultReplicationPolicy, topic: str, target_alias: str) -> bool:
