@@ -442,14 +442,20 @@ async def keep_running(
             delay = min(BACKOFF_MAX, 0.5 * 2**attempt)
             attempt += 1
             log.error(
-                "%s failed (%s: %s); starting over in %.1fs",
+                "%s failed (%s); starting over in %.1fs",
                 what,
-                type(exc).__name__,
-                exc,
+                describe(exc),
                 delay,
                 exc_info=log.isEnabledFor(logging.DEBUG),
             )
             await trio.sleep(delay)
+
+
+def describe(exc: BaseException) -> str:
+    """`Type: message` of the exception, or of each one a nursery's group holds."""
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(describe(inner) for inner in exc.exceptions)
+    return f"{type(exc).__name__}: {exc}"
 
 
 class Flow:
@@ -492,7 +498,10 @@ class Flow:
                 flow.offset_syncs_replication_factor,
                 COMPACTED,
             )
-            await load_syncs(flow, self.store)
+            if not flow.exactly_once:
+                # (Exactly once: the copier reads them after fencing the previous
+                # incarnation, whose open transaction would hold up a read_committed read.)
+                await load_syncs(flow, self.store)
             topics = TopicSync(flow, source_admin, target_admin)
             self.partitions = await topics.refresh()
             changed = trio.Event()
