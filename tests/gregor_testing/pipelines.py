@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Callable
 from functools import partial
-from typing import Any, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import attrs
 
@@ -101,13 +101,41 @@ class TransactionalPipeline:
 
     # -- the client's part ---------------------------------------------------------------
 
+    # The producer's settings beyond those every client's gets (new_producer).
+    producer_extra: ClassVar[dict[str, Any]] = {}
+
+    def client_types(self) -> tuple[Callable[[dict[str, Any]], Any], ...]:
+        """The client's (Consumer, Producer) classes, imported when first needed; both take
+        Kafka's config names."""
+        raise NotImplementedError
+
     def new_consumer(self) -> Any:
         """A read_committed consumer of the group, subscribed to the source."""
-        raise NotImplementedError
+        spec = self.spec
+        consumer = self.client_types()[0](
+            {
+                "bootstrap.servers": spec.bootstrap,
+                "group.id": spec.group,
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "session.timeout.ms": 10000,
+            }
+        )
+        consumer.subscribe([spec.source])
+        return consumer
 
     def new_producer(self) -> Any:
         """A transactional producer of the spec's id (init_transactions not called yet)."""
-        raise NotImplementedError
+        return self.client_types()[1](
+            {
+                "bootstrap.servers": self.spec.bootstrap,
+                "transactional.id": self.spec.transactional_id,
+                "transaction.timeout.ms": self.spec.transaction_timeout_ms,
+                "linger.ms": 5,
+                **self.producer_extra,
+            }
+        )
 
     def classify(self, exc: Exception) -> tuple[str, str] | None:
         """("abortable" | "retriable" | "fatal", the error's name), or None: not the
@@ -283,34 +311,10 @@ class ConfluentPipeline(TransactionalPipeline):
     """confluent-kafka (librdkafka): a transactional Producer and a read_committed Consumer
     subscribed to the source."""
 
-    def new_consumer(self) -> Any:
-        from confluent_kafka import Consumer
+    def client_types(self) -> tuple[Callable[[dict[str, Any]], Any], ...]:
+        from confluent_kafka import Consumer, Producer
 
-        spec = self.spec
-        consumer = Consumer(
-            {
-                "bootstrap.servers": spec.bootstrap,
-                "group.id": spec.group,
-                "isolation.level": "read_committed",
-                "enable.auto.commit": False,
-                "auto.offset.reset": "earliest",
-                "session.timeout.ms": 10000,
-            }
-        )
-        consumer.subscribe([spec.source])
-        return consumer
-
-    def new_producer(self) -> Any:
-        from confluent_kafka import Producer
-
-        return Producer(
-            {
-                "bootstrap.servers": self.spec.bootstrap,
-                "transactional.id": self.spec.transactional_id,
-                "transaction.timeout.ms": self.spec.transaction_timeout_ms,
-                "linger.ms": 5,
-            }
-        )
+        return Consumer, Producer
 
     def classify(self, exc: Exception) -> tuple[str, str] | None:
         from confluent_kafka import KafkaException
@@ -384,35 +388,12 @@ class ConfluentPipeline(TransactionalPipeline):
 class GregorPipeline(TransactionalPipeline):
     """gregor-client's sync Producer (transactional) and Consumer (read_committed)."""
 
-    def new_consumer(self) -> Any:
-        from gregor.client import Consumer
+    producer_extra: ClassVar[dict[str, Any]] = {"max.block.ms": 30_000}
 
-        spec = self.spec
-        consumer = Consumer(
-            {
-                "bootstrap.servers": spec.bootstrap,
-                "group.id": spec.group,
-                "isolation.level": "read_committed",
-                "enable.auto.commit": False,
-                "auto.offset.reset": "earliest",
-                "session.timeout.ms": 10000,
-            }
-        )
-        consumer.subscribe([spec.source])
-        return consumer
+    def client_types(self) -> tuple[Callable[[dict[str, Any]], Any], ...]:
+        from gregor.client import Consumer, Producer
 
-    def new_producer(self) -> Any:
-        from gregor.client import Producer
-
-        return Producer(
-            {
-                "bootstrap.servers": self.spec.bootstrap,
-                "transactional.id": self.spec.transactional_id,
-                "transaction.timeout.ms": self.spec.transaction_timeout_ms,
-                "linger.ms": 5,
-                "max.block.ms": 30_000,
-            }
-        )
+        return Consumer, Producer
 
     def classify(self, exc: Exception) -> tuple[str, str] | None:
         from gregor.protocol.errors import KafkaError, NetworkError, TransactionAbortableError
