@@ -341,15 +341,22 @@ def topology_etl_faults(session: nox.Session) -> None:
 def txn_faults(session: nox.Session) -> None:
     """The exactly-once pipeline of tests/transactions/test_txn_failover.py through
     GREGOR_TXN_FAULTS (default 100) SIGKILLs of the transaction coordinator, a partition
-    leader and the controller, round robin, then checked for every record exactly once."""
+    leader and the controller, round robin, then checked for every record exactly once; the
+    figures are printed. A long session goes in chunks, each a cluster of its own checked on
+    its own: `nox -s txn_faults -- faults-long=20 -k gregor-client` runs 20 faults (five of
+    them make 100), and its command line names it a long run for the shared lock."""
     install(session, *PACKAGES, extra=[*LAUNCHER, *TEST_DEPS])
-    env = {"GREGOR_TXN_FAULTS": os.environ.get("GREGOR_TXN_FAULTS", "100")}
+    faults = os.environ.get("GREGOR_TXN_FAULTS", "100")
+    args = list(session.posargs)
+    if args and args[0].startswith("faults-long="):
+        faults = args.pop(0).removeprefix("faults-long=")
     session.run(
         "pytest",
         "tests/transactions/test_txn_failover.py",
+        "-s",
         "--timeout=7200",
-        *session.posargs,
-        env=env,
+        *args,
+        env={"GREGOR_TXN_FAULTS": faults},
     )
 
 
