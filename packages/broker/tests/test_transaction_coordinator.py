@@ -320,6 +320,39 @@ async def test_an_end_txn_whose_client_went_away_still_completes(h: Harness) -> 
     assert (again.error, again.producer_epoch) == (E.NONE, epoch + 1)
 
 
+async def test_verification_answers_while_another_partition_is_being_added(
+    h: Harness,
+) -> None:
+    """A partition leader's verify_only is answered from what is written, as in Kafka: an
+    AddPartitionsToTxn still replicating does not refuse the partitions already in the
+    transaction (CONCURRENT_TRANSACTIONS there made every produce of the producer back off)."""
+    pid, epoch = await h.begin()
+    hold = h.topic.hold = trio.Event()
+    h.nursery.start_soon(h.coordinator.add_partitions, TID, pid, epoch, [("t2", 0)])
+    await trio.testing.wait_all_tasks_blocked()
+    try:
+        metadata = h.manager.lookup(TID).metadata
+        assert metadata is not None and metadata.pending_state is TxnState.ONGOING
+        verified = h.coordinator.verify_partitions(TID, pid, epoch, [("t1", 0), ("t2", 0)])
+        assert verified == {("t1", 0): E.NONE, ("t2", 0): E.INVALID_TXN_STATE}
+        assert h.coordinator.verify_partitions(TID, pid, epoch + 1, [("t1", 0)]) == {
+            ("t1", 0): E.PRODUCER_FENCED
+        }
+    finally:
+        h.topic.hold = None
+        hold.set()
+    await h.settle()
+    assert h.coordinator.verify_partitions(TID, pid, epoch, [("t2", 0)]) == {("t2", 0): E.NONE}
+    # Once the commit is prepared, its markers come next: the leader is told to wait.
+    h.leaders.delay_s = 0.05
+    assert await h.coordinator.end_transaction(TID, pid, epoch, True) == E.NONE
+    assert h.state() is TxnState.PREPARE_COMMIT
+    assert h.coordinator.verify_partitions(TID, pid, epoch, [("t1", 0)]) == {
+        ("t1", 0): E.CONCURRENT_TRANSACTIONS
+    }
+    await h.settle()
+
+
 async def _set_after(event: trio.Event, seconds: float) -> None:
     await trio.sleep(seconds)
     event.set()

@@ -242,9 +242,15 @@ class TransactionCoordinator:
     # -- the checks every transactional request passes ---------------------------------------
 
     def _checked(
-        self, transactional_id: str, producer_id: int, producer_epoch: int
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        *,
+        pending_too: bool = False,
     ) -> tuple[int, int, TransactionMetadata | None]:
-        """(error, coordinator epoch, metadata) for a request of the producer."""
+        """(error, coordinator epoch, metadata) for a request of the producer; with a
+        transition pending, CONCURRENT_TRANSACTIONS unless `pending_too`."""
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST, -1, None
         found = self.manager.lookup(transactional_id)
@@ -255,7 +261,7 @@ class TransactionCoordinator:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING, -1, None
         if metadata.producer_epoch != producer_epoch:
             return ErrorCode.PRODUCER_FENCED, -1, None
-        if metadata.pending_state is not None:
+        if metadata.pending_state is not None and not pending_too:
             return ErrorCode.CONCURRENT_TRANSACTIONS, -1, None
         return ErrorCode.NONE, found.coordinator_epoch, metadata
 
@@ -293,10 +299,18 @@ class TransactionCoordinator:
         producer_epoch: int,
         partitions: Iterable[TopicPartition],
     ) -> dict[TopicPartition, int]:
-        """AddPartitionsToTxn's verify_only: which partitions the transaction has."""
-        error, _, metadata = self._checked(transactional_id, producer_id, producer_epoch)
+        """AddPartitionsToTxn's verify_only: which partitions the transaction has.
+
+        A transition under way is no reason to refuse, as in Kafka: partitions join the
+        transaction once their AddPartitionsToTxn is written, so those found are in it (a
+        producer adding another partition meanwhile need not stall its batches)."""
+        error, _, metadata = self._checked(
+            transactional_id, producer_id, producer_epoch, pending_too=True
+        )
         if metadata is None:
             return {tp: error for tp in partitions}
+        if metadata.state.is_prepare:
+            return {tp: ErrorCode.CONCURRENT_TRANSACTIONS for tp in partitions}
         ongoing = metadata.state is TxnState.ONGOING
         return {
             tp: ErrorCode.NONE
