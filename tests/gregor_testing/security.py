@@ -10,7 +10,9 @@ required (mTLS; the principal comes from the certificate's DN), SASL_PLAINTEXT a
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import ssl
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,8 +26,16 @@ from confluent_kafka import Producer as CkProducer
 from gregor.broker.security.scram_credentials import SCRAM_MECHANISMS, ScramCredential
 from gregor.broker.zk import znodes
 from gregor.devcluster import LocalCluster, ZooKeeper
+from gregor.protocol.apis.api_versions import ApiVersionsRequest
 from gregor.protocol.apis.describe_acls import DescribeAclsRequest
-from gregor_testing.cluster import WireClient, start_cluster, stop_cluster, wait_for
+from gregor_testing.cluster import (
+    WireClient,
+    log_mark,
+    start_cluster,
+    stop_cluster,
+    wait_for,
+    wait_for_log,
+)
 from gregor_testing.processes import zookeeper_client
 
 USERS = {"alice": "alice-secret", "bob": "bob-secret"}
@@ -101,6 +111,48 @@ def add_scram_users(zookeeper_connect: str, users: dict[str, str]) -> None:
             client.create(path, znodes.encode_entity_config(config), makepath=True)
 
 
+@contextmanager
+def running_secure_cluster(
+    request: pytest.FixtureRequest,
+    directory: Path,
+    zookeeper: ZooKeeper,
+    pki: Pki,
+    brokers: int,
+    extra: Mapping[str, str] | None = None,
+) -> Iterator[LocalCluster]:
+    """`brokers` brokers with every kind of listener (`security_properties` and `extra`)
+    and the SCRAM users of `USERS`; stopped after, with their logs shown if a test failed."""
+    properties = {**security_properties(pki), **(extra or {})}
+    cluster = start_cluster(directory, zookeeper, brokers, properties, LISTENERS)
+    try:
+        add_scram_users(cluster.zookeeper_connect, USERS)
+        yield cluster
+    finally:
+        stop_cluster(cluster, request.session.testsfailed > 0)
+
+
+def mtls_context(pki: Pki) -> ssl.SSLContext:
+    """A client's TLS context that trusts the brokers' CA and presents alice's certificate."""
+    context = ssl.create_default_context(cafile=str(pki.ca))
+    context.load_cert_chain(str(pki.client_certificate), str(pki.client_key))
+    return context
+
+
+@contextmanager
+def wrong_ca_refused(cluster: LocalCluster, pki: Pki) -> Iterator[str]:
+    """Broker 0's SSL address, for a client that trusts only `pki.other_ca`. Afterwards the
+    broker has logged the handshake the client broke off (with its alert, unknown CA, or as
+    an EOF where the client hung up without one) and still serves a client that trusts the
+    right CA."""
+    broker = cluster.broker(0)
+    mark = log_mark(broker)
+    yield f"{broker.host}:{broker.ports['SSL']}"
+    logged = wait_for_log(broker, "TLS handshake with SSL-", mark)
+    assert "TLSV1_ALERT_UNKNOWN_CA" in logged or "UNEXPECTED_EOF" in logged, logged
+    with WireClient(broker, listener="SSL", ssl_context=mtls_context(pki)) as conn:
+        assert conn.request(ApiVersionsRequest(), 2).error_code == 0
+
+
 def pki_fixture(scope: Literal["module", "package"] = "package") -> Any:
     """The `pki` fixture: one CA and its certificates for the scope. Assign it to `pki` in a
     conftest."""
@@ -133,13 +185,9 @@ def acl_cluster_fixture(name: str, scope: Literal["module", "package"]) -> Any:
         zookeeper: ZooKeeper,
         pki: Pki,
     ) -> Iterator[LocalCluster]:
-        properties = security_properties(pki) | ACL_PROPERTIES
         directory = tmp_path_factory.mktemp(name)
-        cluster = start_cluster(directory, zookeeper, 2, properties, LISTENERS)
-        try:
-            yield cluster
-        finally:
-            stop_cluster(cluster, request.session.testsfailed > 0)
+        with running_secure_cluster(request, directory, zookeeper, pki, 2, ACL_PROPERTIES) as c:
+            yield c
 
     return fixture
 
@@ -205,13 +253,16 @@ def ck_produce(
         {**ck_conf(cluster, user), "message.timeout.ms": 15_000, "linger.ms": 0, **extra}
     )
     codes: list[int] = []
-    for i in range(count):
-        producer.produce(
-            topic,
-            b"v%d" % i,
-            on_delivery=lambda err, msg: codes.append(err.code() if err else 0),
-        )
-    assert producer.flush(30) == 0
+    try:
+        for i in range(count):
+            producer.produce(
+                topic,
+                b"v%d" % i,
+                on_delivery=lambda err, msg: codes.append(err.code() if err else 0),
+            )
+        assert producer.flush(30) == 0
+    finally:
+        producer.close()
     return codes
 
 

@@ -3,20 +3,16 @@ gregor_testing.security), replicating over SASL_SSL, with SCRAM users in ZooKeep
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka import Consumer as CkConsumer
+from confluent_kafka import Producer as CkProducer
+from confluent_kafka.admin import AdminClient as CkAdmin
 
 from gregor.devcluster import LocalCluster, ZooKeeper
-from gregor_testing.cluster import start_cluster, stop_cluster
-from gregor_testing.security import (
-    LISTENERS,
-    USERS,
-    Pki,
-    add_scram_users,
-    pki_fixture,
-    security_properties,
-)
+from gregor_testing.security import Pki, pki_fixture, running_secure_cluster
 
 pki = pki_fixture()
 
@@ -28,11 +24,27 @@ def secure_cluster(
     zookeeper: ZooKeeper,
     pki: Pki,
 ) -> Iterator[LocalCluster]:
-    cluster = start_cluster(
-        tmp_path_factory.mktemp("secure"), zookeeper, 3, security_properties(pki), LISTENERS
-    )
-    try:
-        add_scram_users(cluster.zookeeper_connect, USERS)
+    directory = tmp_path_factory.mktemp("secure")
+    with running_secure_cluster(request, directory, zookeeper, pki, 3) as cluster:
         yield cluster
-    finally:
-        stop_cluster(cluster, request.session.testsfailed > 0)
+
+
+def _librdkafka_clients() -> set[int]:
+    return {id(o) for o in gc.get_objects() if isinstance(o, (CkProducer, CkConsumer, CkAdmin))}
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_librdkafka_clients(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A librdkafka client still alive after its test goes on reconnecting and logging for
+    the rest of the session: each test closes or drops its own (fixtures' aside). One that
+    only a reference cycle holds (a kept traceback) is collected here, and a test that
+    passed but leaked one fails."""
+    before = _librdkafka_clients()
+    yield
+    fixtures = {id(v) for v in getattr(request.node, "funcargs", {}).values()}
+    leaked = _librdkafka_clients() - before - fixtures
+    if leaked:
+        gc.collect()
+        assert request.session.testsfailed or not leaked, (
+            f"{len(leaked)} librdkafka clients outlive the test"
+        )

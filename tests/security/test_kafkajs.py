@@ -1,5 +1,6 @@
 """KafkaJS (Node.js) over SSL with a client certificate, SASL_PLAINTEXT/PLAIN and
-SASL_SSL/SCRAM-SHA-512, and a wrong password refused with KafkaJSSASLAuthenticationError."""
+SASL_SSL/SCRAM-SHA-512; a wrong password refused with KafkaJSSASLAuthenticationError, a CA
+that did not sign the brokers with Node's TLS verification error."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 from gregor.devcluster import LocalCluster
 from gregor_testing.cluster import create_topic, unique_topic
-from gregor_testing.security import USERS, Pki
+from gregor_testing.security import USERS, Pki, wrong_ca_refused
 
 INTEROP = Path(__file__).resolve().parents[1] / "interop"
 
@@ -24,17 +25,25 @@ pytestmark = pytest.mark.skipif(
 
 
 def kafkajs(
-    cluster: LocalCluster, pki: Pki, mode: str, topic: str, count: int, password: str
+    cluster: LocalCluster,
+    pki: Pki,
+    mode: str,
+    topic: str,
+    count: int,
+    password: str,
+    *,
+    bootstrap: str | None = None,
+    ca: Path | None = None,
 ) -> tuple[int, dict[str, Any]]:
     done = subprocess.run(
         [
             "node",
             str(INTEROP / "kafkajs_security.js"),
-            cluster.bootstrap_servers_of(mode),
+            bootstrap or cluster.bootstrap_servers_of(mode),
             topic,
             str(count),
             mode,
-            str(pki.ca),
+            str(ca or pki.ca),
             str(pki.client_certificate),
             str(pki.client_key),
             "alice",
@@ -63,3 +72,14 @@ def test_kafkajs_wrong_password(secure_cluster: LocalCluster, pki: Pki, mode: st
     code, result = kafkajs(secure_cluster, pki, mode, unique_topic(), 1, "wrong")
     assert code == 2
     assert result["error"] == "KafkaJSSASLAuthenticationError", result
+
+
+def test_kafkajs_wrong_ca(secure_cluster: LocalCluster, pki: Pki) -> None:
+    with wrong_ca_refused(secure_cluster, pki) as address:
+        code, result = kafkajs(
+            secure_cluster, pki, "SSL", unique_topic(), 1, "", bootstrap=address, ca=pki.other_ca
+        )
+    # KafkaJS retries the connection, then gives up with Node's verification error.
+    assert code == 2
+    assert result["error"] == "KafkaJSNumberOfRetriesExceeded", result
+    assert result["message"] == "Connection error: self-signed certificate in certificate chain"

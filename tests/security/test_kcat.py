@@ -1,24 +1,27 @@
 """kcat over SSL with a client certificate, SASL_PLAINTEXT/PLAIN and SASL_SSL/SCRAM-SHA-512
-(librdkafka's -X settings), and a wrong password refused."""
+(librdkafka's -X settings); a wrong password and a CA that did not sign the brokers refused."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from gregor.devcluster import LocalCluster
 from gregor_testing.cluster import create_topic, unique_topic
-from gregor_testing.security import USERS, Pki
+from gregor_testing.security import USERS, Pki, wrong_ca_refused
 
 pytestmark = pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
 
 
-def settings(pki: Pki, mode: str, password: str = USERS["alice"]) -> list[str]:
+def settings(
+    pki: Pki, mode: str, password: str = USERS["alice"], ca: Path | None = None
+) -> list[str]:
     conf = {"security.protocol": mode}
     if mode in ("SSL", "SASL_SSL"):
-        conf["ssl.ca.location"] = str(pki.ca)
+        conf["ssl.ca.location"] = str(ca or pki.ca)
     if mode == "SSL":
         conf["ssl.certificate.location"] = str(pki.client_certificate)
         conf["ssl.key.location"] = str(pki.client_key)
@@ -69,3 +72,15 @@ def test_kcat_wrong_password(secure_cluster: LocalCluster, pki: Pki) -> None:
     )
     assert done.returncode != 0
     assert "Authentication failed" in done.stderr.decode(errors="replace")
+
+
+def test_kcat_wrong_ca(secure_cluster: LocalCluster, pki: Pki) -> None:
+    with wrong_ca_refused(secure_cluster, pki) as address:
+        done = subprocess.run(
+            ["kcat", "-b", address, *settings(pki, "SSL", ca=pki.other_ca), "-L", "-m", "10"],
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode != 0
+    assert "certificate verify failed" in done.stderr.decode(errors="replace")

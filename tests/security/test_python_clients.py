@@ -1,10 +1,12 @@
 """kafka-python and aiokafka over SSL with client certificates, SASL_PLAINTEXT with PLAIN
-and SASL_SSL with SCRAM-SHA-512, and a wrong password refused with each client's error."""
+and SASL_SSL with SCRAM-SHA-512; a wrong password and a CA that did not sign the brokers
+refused with each client's error."""
 
 from __future__ import annotations
 
 import asyncio
 import ssl
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,16 +19,18 @@ from kafka.errors import KafkaTimeoutError
 
 from gregor.devcluster import LocalCluster
 from gregor_testing.cluster import create_topic, unique_topic
-from gregor_testing.security import USERS, Pki
+from gregor_testing.security import USERS, Pki, wrong_ca_refused
 
 MODES = ["SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 COUNT = 100
 
 
-def kafka_python_security(pki: Pki, mode: str, password: str) -> dict[str, Any]:
+def kafka_python_security(
+    pki: Pki, mode: str, password: str, ca: Path | None = None
+) -> dict[str, Any]:
     conf: dict[str, Any] = {"security_protocol": mode}
     if mode in ("SSL", "SASL_SSL"):
-        conf["ssl_cafile"] = str(pki.ca)
+        conf["ssl_cafile"] = str(ca or pki.ca)
     if mode == "SSL":
         conf |= {"ssl_certfile": str(pki.client_certificate), "ssl_keyfile": str(pki.client_key)}
     else:
@@ -38,8 +42,8 @@ def kafka_python_security(pki: Pki, mode: str, password: str) -> dict[str, Any]:
     return conf
 
 
-def aiokafka_security(pki: Pki, mode: str, password: str) -> dict[str, Any]:
-    conf = kafka_python_security(pki, mode, password)
+def aiokafka_security(pki: Pki, mode: str, password: str, ca: Path | None = None) -> dict[str, Any]:
+    conf = kafka_python_security(pki, mode, password, ca)
     cafile = conf.pop("ssl_cafile", None)
     certfile, keyfile = conf.pop("ssl_certfile", None), conf.pop("ssl_keyfile", None)
     if cafile is not None:
@@ -160,3 +164,43 @@ def test_aiokafka_wrong_password(
         asyncio.run(run())
     assert "[Error 58] SaslAuthenticationFailed" in caplog.text
     assert WRONG_PASSWORD[mode] in caplog.text
+
+
+def test_kafka_python_wrong_ca(
+    secure_cluster: LocalCluster, pki: Pki, caplog: pytest.LogCaptureFixture
+) -> None:
+    """kafka-python fails to bootstrap, logging OpenSSL's verification failure."""
+    with (
+        wrong_ca_refused(secure_cluster, pki) as address,
+        pytest.raises(KafkaTimeoutError, match="Unable to bootstrap"),
+    ):
+        KafkaProducer(
+            bootstrap_servers=address,
+            max_block_ms=10_000,
+            **kafka_python_security(pki, "SSL", "", ca=pki.other_ca),
+        )
+    assert "CERTIFICATE_VERIFY_FAILED" in caplog.text
+
+
+def test_aiokafka_wrong_ca(
+    secure_cluster: LocalCluster, pki: Pki, caplog: pytest.LogCaptureFixture
+) -> None:
+    """aiokafka's start() fails to bootstrap, logging OpenSSL's verification failure."""
+
+    async def run(address: str) -> None:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=address,
+            request_timeout_ms=10_000,
+            **aiokafka_security(pki, "SSL", "", ca=pki.other_ca),
+        )
+        try:
+            await producer.start()
+        finally:
+            await producer.stop()
+
+    with (
+        wrong_ca_refused(secure_cluster, pki) as address,
+        pytest.raises(AioConnectionError, match="Unable to bootstrap"),
+    ):
+        asyncio.run(run(address))
+    assert "CERTIFICATE_VERIFY_FAILED" in caplog.text

@@ -144,7 +144,13 @@ class BrokerConnection:
                 ssl_context = config.security.ssl_context
                 if ssl_context is not None:
                     tls = trio.SSLStream(stream, ssl_context, server_hostname=host)
-                    await tls.do_handshake()
+                    try:
+                        await tls.do_handshake()
+                    except BaseException:
+                        # A broken SSLStream does not close its socket: the broker would
+                        # wait on it for as long as this object lives.
+                        await trio.aclose_forcefully(tcp)
+                        raise
                     stream = tls
         except trio.TooSlowError:
             raise NetworkError(f"connecting to {host}:{port} timed out") from None
