@@ -294,12 +294,15 @@ class WireClient:
     def request(self, body: Request, version: int) -> Any:
         """The decoded response (typed Any: tests know which response they asked for)."""
         self.send(body, version)
-        size = int.from_bytes(self.exactly(4), "big")
-        correlation, response = decode_response(
-            self.exactly(size), body.api_key, version, strict=True
-        )
+        correlation, response = self.receive(body.api_key, version)
         assert correlation == self.correlation
         return response
+
+    def receive(self, api_key: int, version: int) -> tuple[int, Any]:
+        """The next response, to a request of that API and version sent with `send`: its
+        correlation id and the decoded body."""
+        size = int.from_bytes(self.exactly(4), "big")
+        return decode_response(self.exactly(size), api_key, version, strict=True)
 
     def exactly(self, n: int) -> bytes:
         data = b""

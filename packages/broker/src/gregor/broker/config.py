@@ -31,7 +31,7 @@ from gregor.broker.security.listeners import (
     inter_broker_security,
     listener_security,
 )
-from gregor.client.security import ClientSecurity
+from gregor.client.security import SASL_MECHANISMS, ClientSecurity
 from gregor.storage.config import MANAGER_SETTINGS, SYNONYM_SETTINGS, LogConfig, LogManagerConfig
 from gregor.storage.settings import (
     INT_MAX,
@@ -55,6 +55,7 @@ from gregor.storage.settings import (
 log = logging.getLogger(__name__)
 
 SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+LISTENER_PREFIX: Final = "listener.name."
 # What `authorizer.class.name` accepts: Kafka's names of its ZooKeeper authorizer, and ours.
 AUTHORIZER_CLASS_NAMES: Final = (
     "kafka.security.authorizer.AclAuthorizer",
@@ -257,6 +258,14 @@ class BrokerConfig:
         524288,
         integer(1),
         "the largest frame accepted before authentication completes",
+    )
+    connections_max_reauth_ms: int = setting(
+        "connections.max.reauth.ms",
+        0,
+        long(0),
+        "a SASL session's lifetime: the client re-authenticates within it (KIP-368) or its "
+        "connection is closed at its next request (0: sessions never expire); also per "
+        "listener and mechanism, listener.name.<l>.<mechanism>.connections.max.reauth.ms",
     )
     connection_failed_authentication_delay_ms: int = setting(
         "connection.failed.authentication.delay.ms",
@@ -715,6 +724,36 @@ REPLICATION_THROTTLES: Final = frozenset(
     {"leader.replication.throttled.rate", "follower.replication.throttled.rate"}
 )
 DYNAMIC_BROKER_CONFIGS: Final = frozenset(SYNONYM_SETTINGS) | REPLICATION_THROTTLES
+# KIP-226: a listener's keystore, truststore and SASL users can change at run time, per
+# broker, as `listener.name.<l>.<setting>` (Kafka's SslConfigs.RECONFIGURABLE_CONFIGS that
+# PEM uses, and the listener's SASL settings); new connections get them, open ones keep theirs.
+RECONFIGURABLE_LISTENER_SETTINGS: Final = frozenset(
+    {
+        "ssl.keystore.type",
+        "ssl.keystore.location",
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.key",
+        "ssl.key.password",
+        "ssl.truststore.type",
+        "ssl.truststore.location",
+        "ssl.truststore.certificates",
+        "sasl.enabled.mechanisms",
+    }
+)
+
+
+def is_dynamic_listener_setting(key: str) -> bool:
+    """`listener.name.<l>.<reconfigurable setting>` or a mechanism's
+    `listener.name.<l>.<mechanism>.sasl.jaas.config`."""
+    if not key.startswith(LISTENER_PREFIX):
+        return False
+    _, _, setting = key[len(LISTENER_PREFIX) :].partition(".")
+    if setting in RECONFIGURABLE_LISTENER_SETTINGS:
+        return True
+    mechanism, _, rest = setting.partition(".")
+    return rest == "sasl.jaas.config" and mechanism.upper() in SASL_MECHANISMS
+
+
 # Every server setting a broker reads, and those it accepts without effect.
 SERVER_SETTINGS: Final[dict[str, Setting]] = {
     **DESCRIBED,
@@ -776,9 +815,6 @@ def _resolve_listeners(values: dict[str, Any], given: Mapping[str, str]) -> None
     values["inter_broker_listener_name"] = inter
 
 
-LISTENER_PREFIX: Final = "listener.name."
-
-
 def _resolve_security(values: dict[str, Any], given: Mapping[str, str]) -> None:
     """Each TLS or SASL listener's security, and the inter-broker connections'."""
     security: dict[str, ListenerSecurity] = {}
@@ -799,9 +835,10 @@ def _resolve_security(values: dict[str, Any], given: Mapping[str, str]) -> None:
 
 def _listener_settings(
     values: dict[str, Any], given: Mapping[str, str], listener: str
-) -> tuple[Callable[[str], Any], Callable[[str], str | None]]:
+) -> tuple[Callable[[str], Any], Callable[[str, str], Any]]:
     """A listener's value of a setting (its `listener.name.<l>.` override, else the
-    broker's), and its JAAS config for a SASL mechanism."""
+    broker's), and a SASL mechanism's (`listener.name.<l>.<mechanism>.<key>`, else the
+    listener's; the JAAS config is only ever per mechanism)."""
     prefix = f"{LISTENER_PREFIX}{listener.lower()}."
     overrides = {k[len(prefix) :]: v for k, v in given.items() if k.lower().startswith(prefix)}
 
@@ -810,10 +847,15 @@ def _listener_settings(
             return _BROKER[key][1].parser(prefix + key, overrides[key])
         return values[_BROKER[key][0]]
 
-    def jaas(mechanism: str) -> str | None:
-        return overrides.get(f"{mechanism.lower()}.sasl.jaas.config")
+    def for_mechanism(mechanism: str, key: str) -> Any:
+        own = f"{mechanism.lower()}.{key}"
+        if key not in _BROKER:
+            return overrides.get(own)
+        if own in overrides:
+            return _BROKER[key][1].parser(prefix + own, overrides[own])
+        return lookup(key)
 
-    return lookup, jaas
+    return lookup, for_mechanism
 
 
 def _check_relations(values: dict[str, Any]) -> None:

@@ -21,6 +21,13 @@ in user space: file regions are read (`os.pread`) and sent through the `SSLStrea
 sendfile cannot go through TLS. On a SASL listener, `gregor.broker.security.sasl` runs the
 authentication before the three tasks start. A PLAINTEXT connection does neither.
 
+A SASL session with a lifetime (`connections.max.reauth.ms`, KIP-368) is re-authenticated
+in place: a SaslHandshake reaching the processor runs the exchange there, taking its frames
+from the reader and queueing its answers behind those of earlier requests, so nothing in
+flight is lost. A request that arrives once the session has expired closes the connection
+without an answer (and drops what is in flight), as Kafka's processor does; the client
+reconnects and authenticates afresh.
+
 A client over one of its quotas (`gregor.broker.quotas`) gets its response at once, with
 `throttle_time_ms` set, and the connection is muted for that long: nothing more is read or
 handled from it until then, as Kafka mutes a throttled channel.
@@ -36,7 +43,7 @@ import math
 import os
 import socket
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 import attrs
@@ -51,17 +58,17 @@ from gregor.broker.apis import (
     api_versions_own_range,
     registration,
 )
-from gregor.broker.config import BrokerConfig, Endpoint
+from gregor.broker.config import BrokerConfig, Endpoint, is_dynamic_listener_setting
 from gregor.broker.metrics import Metrics
 from gregor.broker.quotas import throttled_response
 from gregor.broker.security.listeners import ListenerSecurity
 from gregor.broker.security.principal import distinguished_name
-from gregor.broker.security.sasl import SaslAuthenticator
+from gregor.broker.security.sasl import SaslAuthenticator, Session
 from gregor.broker.services import Services
 from gregor.client.frames import FrameReceiver, StreamFrameReceiver
 from gregor.protocol.apis import REQUESTS, ApiKey, api_name
 from gregor.protocol.apis.api_versions import ApiVersionsResponse
-from gregor.protocol.errors import DecodeError, ErrorCode, ProtocolError
+from gregor.protocol.errors import DecodeError, ErrorCode, InvalidConfigError, ProtocolError
 from gregor.protocol.framing import (
     RequestPeek,
     decode_request_header,
@@ -77,6 +84,7 @@ log = logging.getLogger(__name__)
 READ_AHEAD = 4  # frames read beyond the one being processed
 IN_FLIGHT = 16  # answers handled but not yet sent (mostly Later ones waiting)
 COPY_PIECE = 256 * 1024  # TLS: log bytes read and encrypted this many at a time
+MIN_REAUTH_INTERVAL = 1.0  # Kafka's: a SaslHandshake sooner after the last one is refused
 
 
 Chunks = list[bytes | FileRegion]
@@ -149,9 +157,14 @@ class Connection:
         )
         self.in_flight = 0  # requests read and not yet answered
         # TLS and SASL (None on a PLAINTEXT listener), and who the peer proved to be.
-        self.security = server.config.listener_security.get(endpoint.listener)
+        self.security = server.listener_security.get(endpoint.listener)
         self.principal = ANONYMOUS
         self.tls: trio.SSLStream[trio.SocketStream] | None = None
+        # The SASL session, when it expires and when it was last re-authenticated (trio clock).
+        self.session: Session | None = None
+        self.session_expires = math.inf
+        self.reauthenticated_at = -math.inf
+        self._close_when_answered = False
         # Over a quota, nothing more is read or handled until then (trio clock).
         self.muted_until = 0.0
 
@@ -189,7 +202,7 @@ class Connection:
                 return True
             frames = self.frames
             frames.max_frame_size = security.sasl_max_receive_size
-            principal = await SaslAuthenticator(
+            session = await SaslAuthenticator(
                 security,
                 self.server.services.zk,
                 self._receive_during_sasl,
@@ -198,9 +211,9 @@ class Connection:
                 repr(self),
             ).run()
             frames.max_frame_size = self.server.config.socket_request_max_bytes
-            if principal is None:
+            if session is None:
                 return False
-            self.principal = principal
+            self._start_session(session)
             return True
         log.info("closing connection %s: no authentication within %.0fs", self, idle)
         return False
@@ -224,6 +237,63 @@ class Connection:
             except ValueError as exc:
                 log.info("closing connection %s: %s", self, exc)
                 return False
+        return True
+
+    def _start_session(self, session: Session) -> None:
+        self.session = session
+        self.principal = session.principal
+        lifetime = session.lifetime_ms / 1000
+        self.session_expires = trio.current_time() + lifetime if lifetime else math.inf
+
+    def _may_reauthenticate(self, frame: bytes) -> bool:
+        """A SaslHandshake on a session that has a lifetime, a second or more after the last
+        re-authentication began (else the handler answers ILLEGAL_SASL_STATE, as Kafka's)."""
+        if peek_request(frame).api_key != ApiKey.SASL_HANDSHAKE:
+            return False
+        now = trio.current_time()
+        if now - self.reauthenticated_at < MIN_REAUTH_INTERVAL:
+            return False
+        self.reauthenticated_at = now
+        return True
+
+    async def _reauthenticate(
+        self,
+        handshake: bytes,
+        frames: trio.MemoryReceiveChannel[bytes],
+        answers: trio.MemorySendChannel[_Answer],
+    ) -> bool:
+        """KIP-368 on the live connection: the exchange's answers go behind those already
+        queued. False when it failed (its answer queued) and the connection must close."""
+        security = self.security
+        assert security is not None and self.session is not None
+        pending = [handshake]
+
+        async def receive() -> bytes | None:
+            if pending:
+                return pending.pop()
+            try:
+                frame = await frames.receive()
+            except trio.EndOfChannel:
+                return None
+            self.in_flight += 1  # the answer through send() counts it down again
+            return frame
+
+        async def send(data: bytes) -> None:
+            await answers.send([data])
+
+        session = await SaslAuthenticator(
+            security,
+            self.server.services.zk,
+            receive,
+            send,
+            self._answer_versions,
+            repr(self),
+            previous=self.session,
+        ).run()
+        if session is None:
+            return False
+        log.info("re-authenticated %s as %s", self, session.principal)
+        self._start_session(session)
         return True
 
     async def _receive_during_sasl(self) -> bytes | None:
@@ -289,6 +359,17 @@ class Connection:
                 async for frame in frames:
                     self.in_flight += 1
                     await self._unmuted()
+                    if self.session_expires != math.inf:
+                        if self._may_reauthenticate(frame):
+                            if not await self._reauthenticate(frame, frames, answers):
+                                self._close_when_answered = True  # the failure is queued
+                                return
+                            continue
+                        if trio.current_time() >= self.session_expires:
+                            raise CloseConnection(
+                                f"its SASL session expired ({self.principal}, "
+                                "connections.max.reauth.ms) and it did not re-authenticate"
+                            )
                     answer = await self._answer(frame)
                     if answer is None:
                         self.in_flight -= 1
@@ -311,6 +392,8 @@ class Connection:
                     if chunks is not None:
                         await self._write(chunks)
                     self.in_flight -= 1
+            if self._close_when_answered:  # a failed re-authentication, its answer sent
+                scope.cancel()
         except CloseConnection as exc:
             log.warning("closing connection %s: %s", self, exc)
             scope.cancel()
@@ -484,6 +567,26 @@ class SocketServer:
         self.services = services
         self._listeners: list[tuple[Endpoint, list[trio.SocketListener]]] = []
         self.bound: dict[str, Endpoint] = {}  # listener name -> endpoint with the real port
+        # Each listener's TLS and SASL for new connections (KIP-226 replaces them).
+        self.listener_security: Mapping[str, ListenerSecurity] = config.listener_security
+        self._dynamic_listener_settings: dict[str, str] = {}
+
+    def reconfigure(self, dynamic: Mapping[str, str]) -> None:
+        """This broker's dynamic config (/config/brokers/<id>) changed: its listener settings
+        (KIP-226) are loaded again, even unchanged, so a keystore rewritten in place is read
+        afresh. New connections get the result; open ones keep the TLS session and SASL
+        principal they have. Settings that do not load leave the current ones in place."""
+        settings = {k: v for k, v in dynamic.items() if is_dynamic_listener_setting(k)}
+        if not settings and not self._dynamic_listener_settings:
+            return
+        try:
+            security = self.config.with_overrides(settings).listener_security
+        except InvalidConfigError as exc:
+            log.error("dynamic listener settings not applied, the current ones stay: %s", exc)
+            return
+        self.listener_security = security
+        self._dynamic_listener_settings = settings
+        log.info("listener security reloaded with dynamic settings %s", sorted(settings))
 
     async def bind(self) -> None:
         """Bind every listener (port 0: the kernel picks, and `bound` tells which)."""

@@ -211,6 +211,8 @@ class Broker:
             self.replication_quotas.topic_config_changed(name, config)
         elif entity_type == znodes.CONFIG_BROKERS:
             self.replication_quotas.broker_config_changed(name, config)
+            if name == str(self.broker_id):
+                self.socket_server.reconfigure(config)
         if self._controller is not None:
             self._controller.config_changed(entity_type, name, config)
 

@@ -10,6 +10,9 @@
 - A request that is not answered within its timeout closes the connection (as the Java
   client does: the stream's state is unknown) and raises RequestTimedOutError; everything
   else in flight fails with NetworkError, which is retriable.
+- A SASL session with a lifetime (KIP-368) is renewed before the first request after 90% of
+  it: SaslHandshake and SaslAuthenticate again on this connection, other requests held back
+  until that is done.
 
 The connection's reader runs in a nursery the caller owns, so its lifetime is structured:
 cancelling that nursery closes the connection.
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import socket
 import ssl
 from collections import deque
@@ -95,6 +99,9 @@ class _Pending:
         self.error: Exception | None = None
 
 
+RENEW_AT = 0.9  # of a SASL session's lifetime (Kafka's Java client: 85-95%)
+
+
 class BrokerConnection:
     """A connection to one broker; open it with `BrokerConnection.open`."""
 
@@ -117,6 +124,12 @@ class BrokerConnection:
         # The trio clock when a request last went out or a response came in, or a user took
         # the connection: what connections.max.idle.ms is counted from.
         self.last_used = trio.current_time()
+        # KIP-368: when the SASL session is renewed (trio clock), and the renewal under way,
+        # which other requests wait for: none may go between its SaslHandshake and the end
+        # of its SaslAuthenticate exchange.
+        self._renew_at = math.inf
+        self._renewing: trio.Event | None = None
+        self._renewer: trio.lowlevel.Task | None = None
 
     def __repr__(self) -> str:
         return f"<BrokerConnection {self.host}:{self.port}>"
@@ -198,7 +211,8 @@ class BrokerConnection:
         }
 
     async def _authenticate(self, credentials: SaslCredentials) -> None:
-        """SaslHandshake v1, then SaslAuthenticate until the mechanism is done (KIP-152)."""
+        """SaslHandshake v1, then SaslAuthenticate until the mechanism is done (KIP-152).
+        A session lifetime in the last answer (KIP-368) sets when it is renewed."""
         where = f"{self.host}:{self.port}"
         version = self.version_for(SaslHandshakeRequest, min_version=1)
         handshake = await self.request(
@@ -214,15 +228,42 @@ class BrokerConnection:
         client = sasl_client(credentials)
         token: bytes | None = client.first()
         version = self.version_for(SaslAuthenticateRequest)
+        lifetime_ms = 0
         while token is not None:
             answer = await self.request(
                 SaslAuthenticateRequest(token), version, response_type=SaslAuthenticateResponse
             )
             raise_for_code(answer.error_code, answer.error_message or f"SASL with {where}")
+            lifetime_ms = answer.session_lifetime_ms
             try:
                 token = client.respond(answer.auth_bytes)
             except scramp.ScramException as exc:
                 raise SaslAuthenticationFailedError(f"{where}: {exc}") from None
+        lifetime = lifetime_ms / 1000
+        self._renew_at = trio.current_time() + lifetime * RENEW_AT if lifetime > 0 else math.inf
+
+    async def _renew_session(self) -> None:
+        """Before a request: renew the SASL session once most of its lifetime has passed,
+        on this connection (the broker answers what is in flight first); while that runs,
+        other requests wait. Without it the broker would close the connection at expiry."""
+        if self._renewer is trio.lowlevel.current_task():
+            return  # the renewal's own requests
+        while self._renewing is not None:
+            await self._renewing.wait()
+        credentials = self.config.security.sasl
+        if credentials is None or trio.current_time() < self._renew_at:
+            return
+        self._renewing = renewing = trio.Event()
+        self._renewer = trio.lowlevel.current_task()
+        try:
+            await self._authenticate(credentials)
+            log.debug("re-authenticated with %s:%s", self.host, self.port)
+        except (NetworkError, ProtocolError) as exc:
+            self._close(exc)
+            raise
+        finally:
+            self._renewing = self._renewer = None
+            renewing.set()
 
     def version_for(
         self, request: type[Request], max_version: int | None = None, min_version: int = 0
@@ -260,6 +301,7 @@ class BrokerConnection:
         `response_type` only narrows the static type; the response class comes from the API.
         `written` is called once the request is on the wire, before its response comes.
         """
+        await self._renew_session()
         version = self.version_for(type(body)) if version is None else version
         pending = await self._send(body, version, expect_response=True, written=written)
         assert pending is not None
@@ -283,6 +325,7 @@ class BrokerConnection:
 
     async def send(self, body: Request, version: int | None = None) -> None:
         """Send a request the broker will not answer (Produce with acks=0)."""
+        await self._renew_session()
         version = self.version_for(type(body)) if version is None else version
         await self._send(body, version, expect_response=False)
 

@@ -19,7 +19,12 @@ import attrs
 
 from gregor.broker.apis import RequestContext, handles
 from gregor.broker.authorization import AclOperation, ResourceType
-from gregor.broker.config import DYNAMIC_BROKER_CONFIGS, REPLICATION_THROTTLES, SERVER_SETTINGS
+from gregor.broker.config import (
+    DYNAMIC_BROKER_CONFIGS,
+    REPLICATION_THROTTLES,
+    SERVER_SETTINGS,
+    is_dynamic_listener_setting,
+)
 from gregor.broker.topic_names import validate_topic_name
 from gregor.broker.zk import znodes
 from gregor.protocol.apis import ApiKey
@@ -306,15 +311,27 @@ def _broker_entity(services: Services, name: str) -> str:
 async def _alter_broker(
     services: Services, entity: str, config: dict[str, str], validate_only: bool
 ) -> None:
-    static = set(config) - DYNAMIC_BROKER_CONFIGS
+    listeners = {k: v for k, v in config.items() if is_dynamic_listener_setting(k)}
+    static = set(config) - DYNAMIC_BROKER_CONFIGS - set(listeners)
     if static:
         raise config_error(
             BROKER, entity, ValueError(f"Cannot update these configs dynamically: {sorted(static)}")
+        )
+    if listeners and entity == znodes.DEFAULT_ENTITY:
+        raise config_error(
+            BROKER,
+            entity,
+            ValueError(
+                "Cannot update these configs at default cluster level, broker id must be "
+                f"specified: {sorted(listeners)}"
+            ),
         )
     try:
         LogConfig.from_server_properties({**services.config.properties, **config})
         for key in REPLICATION_THROTTLES & set(config):
             SERVER_SETTINGS[key].parser(key, config[key])
+        if listeners:  # the keystores and truststores load, the JAAS configs parse
+            services.config.with_overrides(listeners)
     except InvalidConfigError as exc:
         raise config_error(BROKER, entity, exc) from exc
     if not validate_only:

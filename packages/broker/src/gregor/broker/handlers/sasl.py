@@ -1,7 +1,8 @@
 """SaslHandshake and SaslAuthenticate outside authentication: on a listener without SASL, or
-after it completed (re-authentication is not supported yet). Kafka answers both
-ILLEGAL_SASL_STATE there. The exchange itself is `gregor.broker.security.sasl`, run by the
-network layer before any request reaches a handler."""
+after it completed where no re-authentication may begin (the session has no lifetime, or
+the last one began less than a second ago). Kafka answers both ILLEGAL_SASL_STATE there.
+The exchange itself is `gregor.broker.security.sasl`, run by the network layer before any
+request reaches a handler, and again for a re-authentication (KIP-368)."""
 
 from __future__ import annotations
 

@@ -62,6 +62,8 @@ class ListenerSecurity:
     jaas: Mapping[str, JaasEntry] = attrs.field(default=MappingProxyType({}), repr=False)
     failed_authentication_delay_s: float = 0.1
     sasl_max_receive_size: int = 524288
+    # connections.max.reauth.ms of each mechanism (0: sessions do not expire)
+    max_reauth_ms: Mapping[str, int] = attrs.field(default=MappingProxyType({}))
 
     @property
     def sasl(self) -> bool:
@@ -69,17 +71,22 @@ class ListenerSecurity:
 
 
 def listener_security(
-    listener: str, protocol: str, lookup: Lookup, jaas_config: Callable[[str], str | None]
+    listener: str, protocol: str, lookup: Lookup, for_mechanism: Callable[[str, str], Any]
 ) -> ListenerSecurity:
-    """The security of one listener; InvalidConfigError naming the setting that is wrong."""
+    """The security of one listener; InvalidConfigError naming the setting that is wrong.
+    `for_mechanism(mechanism, key)` is a SASL mechanism's own value of a setting."""
     tls = protocol in ("SSL", "SASL_SSL")
     mechanisms: tuple[str, ...] = ()
     jaas: dict[str, JaasEntry] = {}
     plain_users: dict[str, str] = {}
+    max_reauth_ms: dict[str, int] = {}
     if protocol.startswith("SASL_"):
         mechanisms = _mechanisms(listener, lookup("sasl.enabled.mechanisms"))
         for mechanism in mechanisms:
-            jaas[mechanism] = _jaas(listener, mechanism, jaas_config(mechanism))
+            jaas[mechanism] = _jaas(
+                listener, mechanism, for_mechanism(mechanism, "sasl.jaas.config")
+            )
+            max_reauth_ms[mechanism] = for_mechanism(mechanism, "connections.max.reauth.ms")
         if "PLAIN" in jaas:
             plain_users = {
                 key[len("user_") :]: value
@@ -101,6 +108,7 @@ def listener_security(
         jaas=MappingProxyType(jaas),
         failed_authentication_delay_s=lookup("connection.failed.authentication.delay.ms") / 1000,
         sasl_max_receive_size=lookup("sasl.server.max.receive.size"),
+        max_reauth_ms=MappingProxyType(max_reauth_ms),
     )
 
 

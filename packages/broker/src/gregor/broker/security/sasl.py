@@ -16,6 +16,13 @@ The state machine is Kafka's (SaslServerAuthenticator):
 Until authentication completes, frames above `sasl.server.max.receive.size` close the
 connection. PLAIN checks the listener's JAAS users; SCRAM the credentials in ZooKeeper
 (`/config/users/<user>`), through scramp.
+
+Re-authentication (KIP-368): with `connections.max.reauth.ms` set for the mechanism, the
+final SaslAuthenticate answer carries that session lifetime. A client re-authenticates by
+sending SaslHandshake again on its live connection; the exchange runs from the handshake on
+(no ApiVersions), must use the same mechanism (else it fails at the next token, as Kafka's
+REAUTH_BAD_MECHANISM) and prove the same principal ("Cannot change principals during
+re-authentication"). The network layer enforces the lifetime.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import hmac
 import logging
 from collections.abc import Awaitable, Callable
 
+import attrs
 import scramp
 import trio
 
@@ -45,6 +53,16 @@ from gregor.protocol.framing import decode_request_header, encode_response, peek
 log = logging.getLogger(__name__)
 
 
+@attrs.frozen
+class Session:
+    """An authenticated SASL session: who, by which mechanism, and for how long (0: it
+    never expires)."""
+
+    principal: str
+    mechanism: str
+    lifetime_ms: int
+
+
 class AuthenticationFailed(Exception):
     """The peer failed to authenticate; the message is Kafka's, for the peer."""
 
@@ -54,6 +72,7 @@ class _State(enum.Enum):
     HANDSHAKE_OR_VERSIONS = enum.auto()
     HANDSHAKE = enum.auto()
     AUTHENTICATE = enum.auto()
+    REAUTH_BAD_MECHANISM = enum.auto()
 
 
 class Mechanism:
@@ -186,8 +205,9 @@ AnswerVersions = Callable[[bytes], Awaitable[bytes]]
 
 
 class SaslAuthenticator:
-    """Runs one connection's authentication; `run` returns the principal, or None when the
-    connection must close (the reason is logged)."""
+    """Runs one connection's authentication, or its re-authentication when `previous` is
+    the session it had; `run` returns the session, or None when the connection must close
+    (the reason is logged)."""
 
     def __init__(
         self,
@@ -197,6 +217,7 @@ class SaslAuthenticator:
         send: Send,
         answer_versions: AnswerVersions,
         peer: str,
+        previous: Session | None = None,
     ) -> None:
         self.security = security
         self.zk = zk
@@ -204,30 +225,41 @@ class SaslAuthenticator:
         self.send = send
         self.answer_versions = answer_versions
         self.peer = peer
-        self.state = _State.INITIAL
+        self.previous = previous
+        # Re-authentication starts at the SaslHandshake, without ApiVersions.
+        self.state = _State.INITIAL if previous is None else _State.HANDSHAKE
         self.headers = False  # SaslHandshake v1+: tokens travel in SaslAuthenticate
         self.mechanism: Mechanism | None = None
         self.mechanism_name = ""
+        self.what = "authentication" if previous is None else "re-authentication"
 
-    async def run(self) -> str | None:
+    async def run(self) -> Session | None:
         try:
             while True:
                 frame = await self.receive()
                 if frame is None:
                     return None
+                if self.state is _State.REAUTH_BAD_MECHANISM:
+                    assert self.previous is not None
+                    raise _Failed(
+                        f"SASL mechanism '{self.mechanism_name}' requested by client is not "
+                        "supported for re-authentication of mechanism "
+                        f"'{self.previous.mechanism}'",
+                        None,
+                    )
                 if self.state is _State.AUTHENTICATE:
                     done = await self._authenticate(frame)
                     if done:
-                        assert self.mechanism is not None
-                        log.debug("%s authenticated as %s", self.peer, self.mechanism.user)
-                        return f"User:{self.mechanism.user}"
+                        assert self.session is not None
+                        log.debug("%s: %s as %s", self.peer, self.what, self.session.principal)
+                        return self.session
                 else:
                     await self._handshake(frame)
         except _Refused as refused:
             log.info("closing connection %s during SASL: %s", self.peer, refused)
             return None
         except _Failed as failed:
-            log.info("authentication of %s failed: %s", self.peer, failed)
+            log.info("%s of %s failed: %s", self.what, self.peer, failed)
             await trio.sleep(self.security.failed_authentication_delay_s)
             if failed.answer is not None:
                 await self.send(failed.answer)
@@ -283,8 +315,29 @@ class SaslAuthenticator:
             else ScramServer(mechanism, self.zk)
         )
         self.state = _State.AUTHENTICATE
+        if self.previous is not None and mechanism != self.previous.mechanism:
+            self.state = _State.REAUTH_BAD_MECHANISM  # answered, and refused at the next frame
         await self.send(
             encode_response(SaslHandshakeResponse(0, enabled), version, peek.correlation_id)
+        )
+
+    @property
+    def session(self) -> Session | None:
+        """The session once the mechanism completed."""
+        mechanism = self.mechanism
+        if mechanism is None or not mechanism.complete:
+            return None
+        name = self.mechanism_name
+        return Session(f"User:{mechanism.user}", name, self.security.max_reauth_ms.get(name, 0))
+
+    def _check_principal(self) -> None:
+        """A re-authentication must prove the principal the connection had."""
+        session, previous = self.session, self.previous
+        if session is None or previous is None or session.principal == previous.principal:
+            return
+        raise AuthenticationFailed(
+            "Cannot change principals during re-authentication from "
+            f"{previous.principal.replace(':', '.', 1)}: {session.principal.replace(':', '.', 1)}"
         )
 
     async def _authenticate(self, frame: bytes) -> bool:
@@ -294,6 +347,7 @@ class SaslAuthenticator:
         if not self.headers:
             try:
                 token = await mechanism.evaluate(frame)
+                self._check_principal()
             except AuthenticationFailed as exc:
                 raise _Failed(str(exc), None) from None
             await self.send(len(token).to_bytes(4, "big") + token)
@@ -315,12 +369,15 @@ class SaslAuthenticator:
         assert isinstance(request, SaslAuthenticateRequest)
         try:
             token = await mechanism.evaluate(request.auth_bytes)
+            self._check_principal()
         except AuthenticationFailed as exc:
-            response = SaslAuthenticateResponse(ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc))
+            message = str(exc).replace("during authentication", f"during {self.what}")
+            response = SaslAuthenticateResponse(ErrorCode.SASL_AUTHENTICATION_FAILED, message)
             raise _Failed(
-                str(exc), encode_response(response, peek.api_version, peek.correlation_id)
+                message, encode_response(response, peek.api_version, peek.correlation_id)
             ) from None
-        response = SaslAuthenticateResponse(0, None, token, 0)
+        session = self.session
+        response = SaslAuthenticateResponse(0, None, token, session.lifetime_ms if session else 0)
         await self.send(encode_response(response, peek.api_version, peek.correlation_id))
         return mechanism.complete
 

@@ -1,0 +1,182 @@
+"""Dynamic listener settings (KIP-226) set with confluent-kafka's AdminClient, as
+`kafka-configs --alter --entity-type brokers --entity-name 0` does: a broker's SSL keystore
+rotated live serves new connections at once while open ones go on, and a listener's PLAIN
+users changed live let a new user in. A keystore that does not load, or a listener setting
+for the cluster-wide default, is refused with INVALID_CONFIG and nothing changes."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trustme
+from confluent_kafka import Consumer as CkConsumer
+from confluent_kafka import KafkaError as CkError
+from confluent_kafka import KafkaException
+from confluent_kafka import Producer as CkProducer
+from confluent_kafka import TopicPartition as CkTopicPartition
+from confluent_kafka.admin import AdminClient as CkAdmin
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+from gregor.devcluster import LocalCluster, ZooKeeper
+from gregor.protocol.apis.api_versions import ApiVersionsRequest
+from gregor.protocol.apis.incremental_alter_configs import (
+    AlterableConfig,
+    AlterConfigsResource,
+    IncrementalAlterConfigsRequest,
+)
+from gregor.protocol.apis.sasl_authenticate import SaslAuthenticateRequest
+from gregor.protocol.apis.sasl_handshake import SaslHandshakeRequest
+from gregor_testing.cluster import WireClient, create_topic, unique_topic, wait_for
+from gregor_testing.security import USERS, Pki, jaas_plain, mtls_context, running_secure_cluster
+
+KEYSTORE = "listener.name.ssl.ssl.keystore.location"
+PLAIN_JAAS = "listener.name.sasl_plaintext.plain.sasl.jaas.config"
+
+
+@pytest.fixture(scope="module")
+def dynamic_cluster(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    zookeeper: ZooKeeper,
+    pki: Pki,
+) -> Iterator[LocalCluster]:
+    directory = tmp_path_factory.mktemp("dynamic")
+    with running_secure_cluster(request, directory, zookeeper, pki, 1) as cluster:
+        yield cluster
+
+
+def set_broker_configs(cluster: LocalCluster, entity: str, configs: dict[str, str]) -> None:
+    """IncrementalAlterConfigs SET on a broker, through the harness's PLAINTEXT listener."""
+    admin = CkAdmin({"bootstrap.servers": cluster.bootstrap_servers})
+    resource = ConfigResource(
+        ResourceType.BROKER,
+        entity,
+        incremental_configs=[
+            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+            for k, v in configs.items()
+        ],
+    )
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(timeout=30)
+
+
+def refusal(cluster: LocalCluster, entity: str, configs: dict[str, str]) -> CkError:
+    try:
+        set_broker_configs(cluster, entity, configs)
+    except KafkaException as exc:
+        error: CkError = exc.args[0]
+        return error
+    raise AssertionError("the change was accepted")
+
+
+def handshake_with(cluster: LocalCluster, context: ssl.SSLContext) -> bool:
+    """Whether a TLS client trusting `context`'s CAs accepts the broker's certificate now."""
+    broker = cluster.broker(0)
+    with socket.create_connection((broker.host, broker.ports["SSL"]), timeout=10) as sock:
+        try:
+            with context.wrap_socket(sock, server_hostname=broker.host):
+                return True
+        except ssl.SSLCertVerificationError:
+            return False
+
+
+def new_keystore(directory: Path) -> tuple[Path, Path]:
+    """A new CA, and a keystore for 127.0.0.1 that it signed: (the CA, the keystore)."""
+    ca = trustme.CA()
+    ca_path, keystore = directory / "new-ca.pem", directory / "new-broker.pem"
+    ca.cert_pem.write_to_path(str(ca_path))
+    issued = ca.issue_cert("127.0.0.1", "localhost")
+    issued.private_key_and_cert_chain_pem.write_to_path(str(keystore))
+    return ca_path, keystore
+
+
+def test_a_rotated_keystore_serves_new_connections(
+    dynamic_cluster: LocalCluster, pki: Pki, tmp_path: Path
+) -> None:
+    new_ca, keystore = new_keystore(tmp_path)
+    broker = dynamic_cluster.broker(0)
+    trusts_old = mtls_context(pki)
+    trusts_new = ssl.create_default_context(cafile=str(new_ca))
+    trusts_new.load_cert_chain(str(pki.client_certificate), str(pki.client_key))
+    assert handshake_with(dynamic_cluster, trusts_old)
+    assert not handshake_with(dynamic_cluster, trusts_new)
+
+    # Refused, and nothing changes: a keystore that does not load; the cluster default.
+    missing = refusal(dynamic_cluster, "0", {KEYSTORE: str(tmp_path / "missing.pem")})
+    assert missing.code() == CkError.INVALID_CONFIG, missing
+    assert "cannot load the key and certificate" in missing.str(), missing
+    # (confluent-kafka cannot name the default broker entity: on the wire.)
+    with WireClient(broker) as wire:
+        default = wire.request(
+            IncrementalAlterConfigsRequest(
+                resources=[AlterConfigsResource(4, "", [AlterableConfig(KEYSTORE, 0, "x")])]
+            ),
+            1,
+        ).responses[0]
+    assert default.error_code == CkError.INVALID_CONFIG, default
+    assert "broker id must be specified" in default.error_message, default
+    assert handshake_with(dynamic_cluster, trusts_old)
+
+    with WireClient(broker, listener="SSL", ssl_context=trusts_old) as opened_before:
+        set_broker_configs(dynamic_cluster, "0", {KEYSTORE: str(keystore)})
+        wait_for(
+            lambda: handshake_with(dynamic_cluster, trusts_new), 30, "the new certificate served"
+        )
+        assert not handshake_with(dynamic_cluster, trusts_old)
+        # The connection made with the old certificate is not dropped.
+        assert opened_before.request(ApiVersionsRequest(), 2).error_code == 0
+
+    # A real client that trusts only the new CA produces and consumes.
+    topic = unique_topic("rotated")
+    create_topic(dynamic_cluster, topic)
+    conf = {
+        "bootstrap.servers": dynamic_cluster.bootstrap_servers_of("SSL"),
+        "security.protocol": "SSL",
+        "ssl.ca.location": str(new_ca),
+        "ssl.certificate.location": str(pki.client_certificate),
+        "ssl.key.location": str(pki.client_key),
+    }
+    producer = CkProducer(conf)
+    try:
+        for i in range(10):
+            producer.produce(topic, b"v%d" % i)
+        assert producer.flush(30) == 0
+    finally:
+        producer.close()
+    consumer = CkConsumer({**conf, "group.id": unique_topic("g")})
+    try:
+        consumer.assign([CkTopicPartition(topic, 0, 0)])
+        values: list[bytes] = []
+        while len(values) < 10:
+            message = consumer.poll(10)
+            assert message is not None and message.error() is None, message
+            values.append(message.value())
+    finally:
+        consumer.close()
+    assert values == [b"v%d" % i for i in range(10)]
+
+
+def plain_login(cluster: LocalCluster, user: str, password: str) -> int:
+    """The error code of a PLAIN authentication on a new SASL_PLAINTEXT connection."""
+    with WireClient(cluster.broker(0), listener="SASL_PLAINTEXT", timeout=10) as conn:
+        assert conn.request(SaslHandshakeRequest("PLAIN"), 1).error_code == 0
+        token = b"\0" + user.encode() + b"\0" + password.encode()
+        return int(conn.request(SaslAuthenticateRequest(token), 2).error_code)
+
+
+def test_plain_users_changed_live(dynamic_cluster: LocalCluster) -> None:
+    assert plain_login(dynamic_cluster, "carol", "carol-secret") != 0
+    set_broker_configs(
+        dynamic_cluster, "0", {PLAIN_JAAS: jaas_plain({**USERS, "carol": "carol-secret"})}
+    )
+    wait_for(
+        lambda: plain_login(dynamic_cluster, "carol", "carol-secret") == 0,
+        30,
+        "carol to be let in",
+    )
+    assert plain_login(dynamic_cluster, "alice", USERS["alice"]) == 0
+    assert plain_login(dynamic_cluster, "carol", "wrong") != 0
