@@ -250,8 +250,9 @@ def bench_protocol(session: nox.Session) -> None:
 
 @nox.session
 def bench_broker(session: nox.Session) -> None:
-    """Broker throughput with confluent-kafka, as ratios to the client's own ceiling."""
-    install(session, *PACKAGES, extra=[*LAUNCHER, "confluent-kafka>=2.4", "kazoo>=2.9"])
+    """Broker throughput with confluent-kafka, as ratios to the client's own ceiling
+    (--security: over SSL and SASL_SSL, as ratios to PLAINTEXT)."""
+    install(session, *PACKAGES, extra=[*LAUNCHER, "confluent-kafka>=2.4", "kazoo>=2.9", "trustme"])
     session.run("python", "bench/bench_broker.py", *session.posargs)
 
 

@@ -12,7 +12,13 @@ Targets on the 2-core machine: at least 500,000 records/s produced into one brok
 least 1,000,000 records/s consumed. The log is also read by kcat (librdkafka's C consumer,
 without confluent-kafka's Python object per record), as a peer consumer.
 
+With `--security`, one broker with PLAINTEXT, SSL and SASL_SSL (PLAIN) listeners instead:
+the same produce and consume over each, printed as ratios to PLAINTEXT in the same run (TLS
+costs the broker user-space encryption, and fetches lose sendfile); goal: SASL_SSL produce
+at least 0.6 of PLAINTEXT.
+
     python bench/bench_broker.py [--records N] [--clients C] [--rounds R] [--skip-replicated]
+    python bench/bench_broker.py --security [--records N] [--clients C] [--rounds R]
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
 from typing import Any
@@ -50,6 +57,7 @@ CONSUMER = {
 }
 TARGET_PRODUCE = 500_000
 TARGET_CONSUME = 1_000_000
+SECURITY_GOAL = 0.6  # SASL_SSL produce over PLAINTEXT (Kafka loses some 20-30% to TLS)
 
 
 # -- the stub broker -------------------------------------------------------------------------
@@ -189,11 +197,11 @@ def fill(
 
 
 def produce_worker(
-    bootstrap: str, acks: str, partitions: list[int], records: int, go: Barrier
+    client: dict[str, Any], acks: str, partitions: list[int], records: int, go: Barrier
 ) -> float:
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, **PRODUCER})
+    producer = Producer({**client, "acks": acks, **PRODUCER})
     errors: list[object] = []
     producer.produce(
         TOPIC, VALUE, None, partitions[0], lambda e, _m: errors.append(e) if e else None
@@ -217,10 +225,12 @@ def produce_worker(
     return elapsed
 
 
-def consume_worker(bootstrap: str, partitions: list[int], records: int, go: Barrier) -> float:
+def consume_worker(
+    client: dict[str, Any], partitions: list[int], records: int, go: Barrier
+) -> float:
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, **CONSUMER})
+    consumer = Consumer({**client, **CONSUMER})
     consumer.assign([TopicPartition(TOPIC, p, 0) for p in partitions])
     go.wait()
     started = time.perf_counter()
@@ -370,12 +380,12 @@ def ceilings(records: int, clients: int, rounds: int) -> tuple[float, float]:
     )
     try:
         wait_until(lambda: api_versions("127.0.0.1", port) is not None, 30, "the stub broker")
-        bootstrap = f"127.0.0.1:{port}"
+        client = {"bootstrap.servers": f"127.0.0.1:{port}"}
         produced = line(
             "stub broker: produce (the client's ceiling)",
             records,
             *best_of(
-                rounds, [], lambda: in_parallel(clients, produce_worker, bootstrap, "1", records)
+                rounds, [], lambda: in_parallel(clients, produce_worker, client, "1", records)
             ),
         )
         consumed = line(
@@ -384,9 +394,7 @@ def ceilings(records: int, clients: int, rounds: int) -> tuple[float, float]:
             *best_of(
                 rounds,
                 [],
-                lambda: in_parallel(
-                    clients, consume_worker, bootstrap, records // clients * clients
-                ),
+                lambda: in_parallel(clients, consume_worker, client, records // clients * clients),
             ),
         )
     finally:
@@ -412,6 +420,7 @@ def gregor_run(
             create_topic(cluster, TOPIC, clients * PARTITIONS_PER_CLIENT, brokers)
             label = f"{brokers} broker{'s' if brokers > 1 else ''}, RF={brokers}, acks={acks}"
             bootstrap = cluster.bootstrap_servers
+            client = {"bootstrap.servers": bootstrap}
             pids = [b.pid for b in cluster.brokers if b.pid is not None]
             produced = line(
                 f"gregor produce ({label})",
@@ -419,7 +428,7 @@ def gregor_run(
                 *best_of(
                     rounds,
                     pids,
-                    lambda: in_parallel(clients, produce_worker, bootstrap, acks, records),
+                    lambda: in_parallel(clients, produce_worker, client, acks, records),
                 ),
             )
             consumed = line(
@@ -429,7 +438,7 @@ def gregor_run(
                     rounds,
                     pids,
                     lambda: in_parallel(
-                        clients, consume_worker, bootstrap, records // clients * clients
+                        clients, consume_worker, client, records // clients * clients
                     ),
                 ),
             )
@@ -446,6 +455,85 @@ def gregor_run(
     return produced, consumed, peer
 
 
+def security_run(records: int, clients: int, rounds: int) -> None:
+    """One broker with PLAINTEXT, SSL and SASL_SSL (PLAIN) listeners: produce and consume
+    over each, printed as ratios to PLAINTEXT in the same run."""
+    import trustme
+
+    from gregor.devcluster import LocalCluster, create_topic
+
+    with tempfile.TemporaryDirectory(prefix="bench-broker-security-") as tmp:
+        ca, ca_path, keystore = trustme.CA(), Path(tmp, "ca.pem"), Path(tmp, "broker.pem")
+        ca.cert_pem.write_to_path(str(ca_path))
+        ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(keystore))
+        jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_bench="b";'
+        cluster = LocalCluster(
+            Path(tmp, "cluster"),
+            1,
+            properties={
+                "gregor.metrics.log.interval.ms": "0",
+                "log.segment.bytes": "536870912",
+                "ssl.keystore.location": str(keystore),
+                "sasl.enabled.mechanisms": "PLAIN",
+                "listener.name.sasl_ssl.plain.sasl.jaas.config": jaas,
+            },
+            listeners={"SSL": "SSL", "SASL_SSL": "SASL_SSL"},
+        )
+        cluster.start()
+        try:
+            create_topic(cluster, TOPIC, clients * PARTITIONS_PER_CLIENT, 1)
+            pids = [b.pid for b in cluster.brokers if b.pid is not None]
+            tls = {"ssl.ca.location": str(ca_path)}
+            sasl = {"sasl.mechanism": "PLAIN", "sasl.username": "bench", "sasl.password": "b"}
+            rates: dict[str, tuple[float, float]] = {}
+            for listener, extra in (
+                ("PLAINTEXT", {}),
+                ("SSL", tls),
+                ("SASL_SSL", {**tls, **sasl}),
+            ):
+                client = {
+                    "bootstrap.servers": cluster.bootstrap_servers_of(listener),
+                    "security.protocol": listener,
+                    **extra,
+                }
+                produced = line(
+                    f"gregor produce over {listener}",
+                    records,
+                    *best_of(
+                        rounds,
+                        pids,
+                        partial(in_parallel, clients, produce_worker, client, "1", records),
+                    ),
+                )
+                consumed = line(
+                    f"gregor consume over {listener}",
+                    records,
+                    *best_of(
+                        rounds,
+                        pids,
+                        partial(
+                            in_parallel,
+                            clients,
+                            consume_worker,
+                            client,
+                            records // clients * clients,
+                        ),
+                    ),
+                )
+                rates[listener] = produced, consumed
+        finally:
+            cluster.stop()
+    plain_produce, plain_consume = rates["PLAINTEXT"]
+    for listener in ("SSL", "SASL_SSL"):
+        produced, consumed = rates[listener]
+        print(
+            f"  {listener} / PLAINTEXT: produce {produced / plain_produce:.2f}, "
+            f"consume {consumed / plain_consume:.2f}"
+        )
+    verdict = "met" if rates["SASL_SSL"][0] / plain_produce >= SECURITY_GOAL else "not met"
+    print(f"  goal SASL_SSL produce >= {SECURITY_GOAL} of PLAINTEXT: {verdict}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--records", type=int, default=2_000_000)
@@ -453,6 +541,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--skip-replicated", action="store_true")
     parser.add_argument("--stub", nargs=3, type=int, metavar=("PORT", "PARTITIONS", "HW"))
+    parser.add_argument(
+        "--security", action="store_true", help="PLAINTEXT, SSL and SASL_SSL, as ratios"
+    )
     args = parser.parse_args()
     if args.stub:
         run_stub(*args.stub)
@@ -466,6 +557,9 @@ def main() -> int:
         f"{records:,} records of {len(VALUE)} bytes, {args.clients} client processes, "
         f"{args.clients * PARTITIONS_PER_CLIENT} partitions"
     )
+    if args.security:
+        security_run(records, args.clients, args.rounds)
+        return 0
     produce_ceiling, consume_ceiling = ceilings(records, args.clients, args.rounds)
     produced, consumed, peer = gregor_run(records, args.clients, 1, "1", args.rounds)
     print(
