@@ -142,13 +142,15 @@ def test_a_request_quota_reaches_every_broker_and_throttles_a_metadata_loop(
             }
         )
 
+        # librdkafka also reports a 0 when a throttle ends (rdkafka_op.c), so the events
+        # alternate; what matters is that a positive throttle_time reached it.
         def throttled() -> bool:
             producer.list_topics(timeout=10)
             producer.poll(0)
-            return bool(throttles)
+            return any(t > 0 for t in throttles)
 
-        wait_for(throttled, 30.0, "librdkafka's throttle callback")
-        assert all(t > 0 for t in throttles)
+        wait_for(throttled, 30.0, "librdkafka's throttle callback with a throttle time")
+        assert all(t >= 0 for t in throttles)
         producer.flush(5)
     finally:
         admin.alter_client_quotas(
