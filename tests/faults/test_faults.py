@@ -51,6 +51,8 @@ def test_no_acknowledged_record_is_lost_through_faults(dc1: NetnsTopology, tmp_p
     for run in done:
         r = run.report
         where = f"run {run.number} (seed {run.seed}, history {run.history})"
+        if run.evidence is not None:  # the brokers' batches and logs, kept for the reader
+            where += "\n" + run.evidence.read_text()[-20_000:]
         assert r.lost == [], f"{where}: acknowledged, never read: {r.lost[:20]}"
         assert r.duplicates == [], f"{where}: read twice: {r.duplicates[:20]}"
         assert r.reordered == [], f"{where}: out of order: {r.reordered[:20]}"

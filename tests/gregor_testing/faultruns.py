@@ -26,6 +26,7 @@ from pathlib import Path
 
 from gregor.devcluster import namespaces
 from gregor.devcluster.netns import NetnsTopology
+from gregor_testing.evidence import gather
 from gregor_testing.history import Report, check
 from gregor_testing.nemesis import Fault, Hosts, Nemesis
 from gregor_testing.schedules import KINDS, Jepsen2013, jepsen_2013, schedule
@@ -45,6 +46,7 @@ class Run:
     history: Path
     nemesis: Nemesis
     scenario: Jepsen2013 | None = None
+    evidence: Path | None = None  # when records were read twice or out of place
 
     @property
     def summary(self) -> Summary:
@@ -113,9 +115,16 @@ def workload_argv(
     ]
 
 
-def workload(topology: NetnsTopology, command: str, *args: str) -> subprocess.Popen[bytes]:
-    """`workload.py command` on dc1's client host, against dc1's cluster."""
-    return subprocess.Popen(workload_argv(topology, command, *args), stdin=subprocess.DEVNULL)
+def workload(
+    topology: NetnsTopology, command: str, *args: str, log: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """`workload.py command` on dc1's client host, against dc1's cluster; its stderr to
+    `log` when given."""
+    argv = workload_argv(topology, command, *args)
+    if log is None:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL)
+    with log.open("ab") as err:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stderr=err)
 
 
 def finish(process: subprocess.Popen[bytes], what: str, timeout: float) -> None:
@@ -150,9 +159,10 @@ def one_run(
     seen: Jepsen2013 | None = None
     topic, history = f"jepsen-{number}", directory / f"history-{number}.jsonl"
     finish(workload(topology, "create", "--topic", topic), "create", 90)
+    producer_log = directory / f"producer-{number}.log"
     producer = workload(
         topology, "produce", "--topic", topic, "--history", str(history),
-        "--seconds", str(seconds),
+        "--seconds", str(seconds), log=producer_log,
     )  # fmt: skip
     try:
         try:
@@ -167,7 +177,14 @@ def one_run(
             producer.kill()
             producer.wait()
     finish(workload(topology, "read", "--topic", topic, "--history", str(history)), "read", 180)
-    return Run(number, seed, plan, check(history), history, nemesis, seen)
+    report = check(history)
+    run = Run(number, seed, plan, report, history, nemesis, seen)
+    doubtful = report.duplicates or report.misplaced
+    if doubtful:  # before the topology (and the brokers' disks) goes
+        brokers = {h: (b.data_dir, b.log_path) for h, b in nemesis.hosts.brokers.items()}
+        out = directory / f"evidence-{number}.txt"
+        run.evidence = gather(out, history, doubtful, topic, brokers, producer_log)
+    return run
 
 
 def runs(

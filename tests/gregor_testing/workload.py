@@ -46,6 +46,9 @@ class Sender:
                 "enable.idempotence": True,
                 "linger.ms": 5,
                 "message.timeout.ms": MESSAGE_TIMEOUT_MS,
+                # idempotence's own account (retries, epoch bumps, duplicates), on stderr,
+                # which a fault run keeps beside the history (`evidence`)
+                "debug": "eos",
             }
         )
 
