@@ -8,6 +8,7 @@ unknown versions, trailing bytes.
 from __future__ import annotations
 
 import struct
+import uuid
 
 import pytest
 from hypothesis import given, settings
@@ -15,15 +16,30 @@ from hypothesis import strategies as st
 
 from gregor.protocol.errors import DecodeError
 from gregor.protocol.group_records import (
+    MEMBER_UNREVOKED_PARTITIONS,
+    ClassicMemberMetadata,
+    ClassicProtocol,
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataValue,
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
     OffsetCommitKey,
     OffsetCommitValue,
+    TopicMetadata,
+    TopicPartitions,
     UnknownKey,
+    decode_consumer_group_value,
     decode_group_metadata_value,
     decode_key,
     decode_offset_commit_value,
+    encode_consumer_group_key,
+    encode_consumer_group_value,
     encode_group_metadata_value,
     encode_offset_commit_value,
     group_metadata_key,
@@ -226,7 +242,7 @@ def test_group_metadata_value_round_trip(version: int, data: st.DataObject) -> N
 
 
 def test_unknown_key_versions_are_reported_not_raised() -> None:
-    assert decode_key(struct.pack(">h", 3) + s16("g")) == UnknownKey(3)
+    assert decode_key(struct.pack(">h", 9) + s16("g")) == UnknownKey(9)
     assert decode_key(struct.pack(">h", -1)) == UnknownKey(-1)
 
 
@@ -267,3 +283,81 @@ def test_truncated_values_raise_decode_error() -> None:
             decode_group_metadata_value(encoded[:cut])
     with pytest.raises(DecodeError):
         decode_offset_commit_value(encode_offset_commit_value(OffsetCommitValue())[:-3])
+
+
+# -- KIP-848 consumer groups (key versions 3-8, flexible values at v0) --------------------
+
+
+def test_consumer_group_keys_are_classic_strings_after_their_type() -> None:
+    key = encode_consumer_group_key(ConsumerGroupMemberMetadataKey("g", "m-1"))
+    assert key == struct.pack(">h", 5) + s16("g") + s16("m-1")
+    assert decode_key(key) == ConsumerGroupMemberMetadataKey("g", "m-1")
+    epoch_key = encode_consumer_group_key(ConsumerGroupMetadataKey("g"))
+    assert epoch_key == struct.pack(">h", 3) + s16("g")
+    assert decode_key(epoch_key) == ConsumerGroupMetadataKey("g")
+    assert decode_key(struct.pack(">h", 8) + s16("g") + s16("m")) == (
+        ConsumerGroupCurrentMemberAssignmentKey("g", "m")
+    )
+
+
+def test_consumer_group_value_bytes() -> None:
+    """Flexible v0: compact strings and arrays (length + 1), a tagged-field count of 0."""
+    topic = uuid.UUID(int=0x0102)
+    value = ConsumerGroupCurrentMemberAssignmentValue(
+        member_epoch=7,
+        previous_member_epoch=6,
+        state=MEMBER_UNREVOKED_PARTITIONS,
+        assigned_partitions=[TopicPartitions(topic, [0, 2])],
+        partitions_pending_revocation=[],
+    )
+    data = encode_consumer_group_value(value)
+    assert data == (
+        struct.pack(">hiib", 0, 7, 6, 1)
+        + b"\x02" + topic.bytes + b"\x03" + struct.pack(">ii", 0, 2) + b"\x00"
+        + b"\x01" + b"\x00"
+    )  # fmt: skip
+    assert decode_consumer_group_value(8, data) == value
+    assert (
+        encode_consumer_group_value(ConsumerGroupMetadataValue(5))
+        == struct.pack(">hi", 0, 5) + b"\x00"
+    )
+
+
+@pytest.mark.parametrize(
+    ("key_version", "value"),
+    [
+        (
+            5,
+            ConsumerGroupMemberMetadataValue(
+                instance_id="i-1", rack_id=None, client_id="c", client_host="/10.0.0.1",
+                subscribed_topic_names=["a", "b"], subscribed_topic_regex=None,
+                rebalance_timeout_ms=30000, server_assignor="uniform",
+            ),
+        ),
+        (
+            5,
+            ConsumerGroupMemberMetadataValue(
+                client_id="c", subscribed_topic_regex="t-.*",
+                classic_member_metadata=ClassicMemberMetadata(
+                    45000, [ClassicProtocol("range", b"\x00\x01")]
+                ),
+            ),
+        ),
+        (
+            4,
+            ConsumerGroupPartitionMetadataValue(
+                [TopicMetadata(uuid.UUID(int=9), "t", 3), TopicMetadata(uuid.UUID(int=10), "u", 1)]
+            ),
+        ),
+    ],
+    ids=["member", "classic-member", "partition-metadata"],
+)  # fmt: skip
+def test_consumer_group_values_round_trip(key_version: int, value: object) -> None:
+    data = encode_consumer_group_value(value)  # type: ignore[arg-type]
+    assert decode_consumer_group_value(key_version, data) == value
+
+
+def test_unknown_consumer_group_value_versions_raise_decode_error() -> None:
+    data = struct.pack(">h", 1) + encode_consumer_group_value(ConsumerGroupMetadataValue(1))[2:]
+    with pytest.raises(DecodeError):
+        decode_consumer_group_value(3, data)

@@ -11,8 +11,14 @@ other. Each key and each value starts with its version as an int16:
   `GroupMetadataValue` (protocol, generation, leader, members with their subscription and
   assignment; v2 adds the state timestamp, v3 the static members' instance ids).
 
-A null value is a tombstone: the offset or the group was deleted. The same key version
-distinguishes the two kinds, so compaction never mixes them up.
+- key versions 3 to 8: a KIP-848 consumer group (`group.protocol=consumer`), as Kafka 3.7+
+  writes it: 3 the group epoch, 4 the subscribed topics' metadata, 5 a member's subscription,
+  6 the target assignment's epoch, 7 a member's target assignment, 8 a member's current
+  assignment (its epochs, state, and what it owns or is revoking). Keys 5, 7 and 8 carry the
+  member id too. Their values are all at v0, flexible.
+
+A null value is a tombstone: the offset, the group or the member was deleted. Each kind has
+its key version, so compaction never mixes them up.
 
 Kafka writes keys at their highest version, offset values at v3 (v1 when the commit set a
 retention of its own) and group values at v3; those are the defaults here.
@@ -22,13 +28,14 @@ retention of its own) and group values at v3; those are the defaults here.
 
 from __future__ import annotations
 
+import uuid
 from typing import Annotated, Final, TypeVar
 
 import attrs
 
 from gregor.protocol.errors import DecodeError
 from gregor.protocol.primitives import INT16
-from gregor.protocol.schema import Int32, Int64, Message, Struct, V
+from gregor.protocol.schema import Int8, Int32, Int64, Message, Struct, V
 
 OFFSET_COMMIT_KEY_VERSION: Final = 1
 GROUP_METADATA_KEY_VERSION: Final = 2
@@ -75,6 +82,142 @@ class GroupMetadataValue(Message, valid="0-4", flexible="4+"):
     members: list[MemberMetadata] = []
 
 
+# -- KIP-848 consumer groups: keys (their version is the record type) and values (v0) --------
+
+
+class ConsumerGroupMetadataKey(Message, valid="3", flexible="none"):
+    group: str = ""
+
+
+class ConsumerGroupPartitionMetadataKey(Message, valid="4", flexible="none"):
+    group: str = ""
+
+
+class ConsumerGroupMemberMetadataKey(Message, valid="5", flexible="none"):
+    group: str = ""
+    member_id: str = ""
+
+
+class ConsumerGroupTargetAssignmentMetadataKey(Message, valid="6", flexible="none"):
+    group: str = ""
+
+
+class ConsumerGroupTargetAssignmentMemberKey(Message, valid="7", flexible="none"):
+    group: str = ""
+    member_id: str = ""
+
+
+class ConsumerGroupCurrentMemberAssignmentKey(Message, valid="8", flexible="none"):
+    group: str = ""
+    member_id: str = ""
+
+
+class ConsumerGroupMetadataValue(Message, valid="0", flexible="0+"):
+    epoch: Int32 = 0
+
+
+class PartitionRacks(Struct):
+    partition: Int32 = 0
+    racks: list[str] = []
+
+
+class TopicMetadata(Struct):
+    topic_id: uuid.UUID = uuid.UUID(int=0)
+    topic_name: str = ""
+    num_partitions: Int32 = 0
+    partition_metadata: list[PartitionRacks] = []  # unused since Kafka 4.0; written empty
+
+
+class ConsumerGroupPartitionMetadataValue(Message, valid="0", flexible="0+"):
+    topics: list[TopicMetadata] = []
+
+
+class ClassicProtocol(Struct):
+    name: str = ""
+    metadata: bytes = b""
+
+
+class ClassicMemberMetadata(Struct):
+    session_timeout_ms: Int32 = 0
+    supported_protocols: list[ClassicProtocol] = []
+
+
+class ConsumerGroupMemberMetadataValue(Message, valid="0", flexible="0+"):
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: list[str] = []
+    subscribed_topic_regex: str | None = None
+    rebalance_timeout_ms: Int32 = -1
+    server_assignor: str | None = None
+    # Set by Kafka for a classic-protocol member of a consumer group (not made here).
+    classic_member_metadata: Annotated[ClassicMemberMetadata | None, V("0+", tag=0)] = None
+
+
+class ConsumerGroupTargetAssignmentMetadataValue(Message, valid="0", flexible="0+"):
+    assignment_epoch: Int32 = 0
+
+
+class TopicPartitions(Struct):
+    topic_id: uuid.UUID = uuid.UUID(int=0)
+    partitions: list[Int32] = []
+
+
+class ConsumerGroupTargetAssignmentMemberValue(Message, valid="0", flexible="0+"):
+    topic_partitions: list[TopicPartitions] = []
+
+
+# ConsumerGroupCurrentMemberAssignmentValue.state (Kafka's MemberState)
+MEMBER_STABLE: Final = 0
+MEMBER_UNREVOKED_PARTITIONS: Final = 1
+MEMBER_UNRELEASED_PARTITIONS: Final = 2
+
+
+class ConsumerGroupCurrentMemberAssignmentValue(Message, valid="0", flexible="0+"):
+    member_epoch: Int32 = 0
+    previous_member_epoch: Int32 = 0
+    state: Int8 = MEMBER_STABLE
+    assigned_partitions: list[TopicPartitions] = []
+    partitions_pending_revocation: list[TopicPartitions] = []
+
+
+ConsumerGroupKey = (
+    ConsumerGroupMetadataKey
+    | ConsumerGroupPartitionMetadataKey
+    | ConsumerGroupMemberMetadataKey
+    | ConsumerGroupTargetAssignmentMetadataKey
+    | ConsumerGroupTargetAssignmentMemberKey
+    | ConsumerGroupCurrentMemberAssignmentKey
+)
+ConsumerGroupValue = (
+    ConsumerGroupMetadataValue
+    | ConsumerGroupPartitionMetadataValue
+    | ConsumerGroupMemberMetadataValue
+    | ConsumerGroupTargetAssignmentMetadataValue
+    | ConsumerGroupTargetAssignmentMemberValue
+    | ConsumerGroupCurrentMemberAssignmentValue
+)
+# The value schema of each key, by the key's version.
+CONSUMER_GROUP_VALUES: Final[dict[int, type[ConsumerGroupValue]]] = {
+    3: ConsumerGroupMetadataValue,
+    4: ConsumerGroupPartitionMetadataValue,
+    5: ConsumerGroupMemberMetadataValue,
+    6: ConsumerGroupTargetAssignmentMetadataValue,
+    7: ConsumerGroupTargetAssignmentMemberValue,
+    8: ConsumerGroupCurrentMemberAssignmentValue,
+}
+_CONSUMER_GROUP_KEYS: Final[dict[int, type[ConsumerGroupKey]]] = {
+    3: ConsumerGroupMetadataKey,
+    4: ConsumerGroupPartitionMetadataKey,
+    5: ConsumerGroupMemberMetadataKey,
+    6: ConsumerGroupTargetAssignmentMetadataKey,
+    7: ConsumerGroupTargetAssignmentMemberKey,
+    8: ConsumerGroupCurrentMemberAssignmentKey,
+}
+CONSUMER_GROUP_VALUE_VERSION: Final = 0
+
+
 @attrs.frozen(slots=True)
 class UnknownKey:
     """A key of a version neither kind uses (Kafka logs and skips such records)."""
@@ -82,8 +225,8 @@ class UnknownKey:
     version: int
 
 
-Key = OffsetCommitKey | GroupMetadataKey | UnknownKey
-M = TypeVar("M", OffsetCommitValue, GroupMetadataValue)
+Key = OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey | UnknownKey
+M = TypeVar("M", bound=Message)
 
 
 def _prefixed(message: Message, version: int) -> bytes:
@@ -105,6 +248,14 @@ def group_metadata_key(group: str) -> bytes:
     return _prefixed(GroupMetadataKey(group), GROUP_METADATA_KEY_VERSION)
 
 
+def encode_consumer_group_key(key: ConsumerGroupKey) -> bytes:
+    return _prefixed(key, key.valid_versions.lo)
+
+
+def encode_consumer_group_value(value: ConsumerGroupValue) -> bytes:
+    return _prefixed(value, CONSUMER_GROUP_VALUE_VERSION)
+
+
 def encode_offset_commit_value(value: OffsetCommitValue, version: int | None = None) -> bytes:
     """The value at `version`; by default v1 when it has an expire timestamp, else v3."""
     if version is None:
@@ -123,13 +274,17 @@ def encode_group_metadata_value(
 
 
 def decode_key(data: bytes | bytearray | memoryview) -> Key:
-    """An offset commit key, a group metadata key, or `UnknownKey` for any other version."""
+    """The key of its version's kind, or `UnknownKey` for a version no kind has."""
     data = bytes(data)
     version = _version(data, "a __consumer_offsets key")
     if version in OffsetCommitKey.valid_versions:
         return OffsetCommitKey.decode(data, version, 2)
     if version in GroupMetadataKey.valid_versions:
         return GroupMetadataKey.decode(data, version, 2)
+    consumer_key = _CONSUMER_GROUP_KEYS.get(version)
+    if consumer_key is not None:
+        found: ConsumerGroupKey = consumer_key.decode(data, version, 2)
+        return found
     return UnknownKey(version)
 
 
@@ -153,3 +308,12 @@ def decode_group_metadata_value(
 ) -> tuple[int, GroupMetadataValue]:
     """The version written and the value; DecodeError for an unknown version."""
     return _decode_value(GroupMetadataValue, data)
+
+
+def decode_consumer_group_value(
+    key_version: int, data: bytes | bytearray | memoryview
+) -> ConsumerGroupValue:
+    """The value of a consumer group record whose key has `key_version` (3 to 8);
+    DecodeError for an unknown value version."""
+    value: ConsumerGroupValue = _decode_value(CONSUMER_GROUP_VALUES[key_version], data)[1]
+    return value
