@@ -9,6 +9,7 @@ nothing and waits are exact.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 
@@ -18,6 +19,8 @@ import trio
 from trio.testing import MockClock
 
 from gregor.broker.coordinator.group import GroupConfig, GroupCoordinator
+from gregor.broker.coordinator.group.consumer_group import as_assignment
+from gregor.broker.coordinator.group.consumer_heartbeats import Heartbeat
 from gregor.broker.coordinator.group.member import JoinRequest
 from gregor.broker.coordinator.group.offsets import FetchedOffset, OffsetAndMetadata
 from gregor.broker.coordinator.group.records import LoadedState
@@ -32,6 +35,7 @@ from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.protocol.group_records import (
     GroupMetadataKey,
     OffsetCommitKey,
+    UnknownKey,
     decode_group_metadata_value,
     decode_key,
 )
@@ -1029,3 +1033,132 @@ def test_loaded_state_applies_transactional_offsets_at_their_commit() -> None:
     state.replay(marker(ControlType.COMMIT, 1, 3), "p")
     assert {k: v.value.offset for k, v in state.offsets.items()} == {("g", ("t", 0)): 10}
     assert state.skipped == 0
+
+
+# -- KIP-848 consumer groups in the log ---------------------------------------------------------
+
+T1 = uuid.UUID(int=7)
+TOPICS = {"t1": (T1, 4)}
+
+
+def beat(
+    group: str, member_id: str, epoch: int, owned: Sequence[int] | None = None, **kw: object
+) -> Heartbeat:
+    return Heartbeat(
+        group_id=group,
+        member_id=member_id,
+        member_epoch=epoch,
+        client_id=f"client-{member_id}",
+        client_host="/127.0.0.1",
+        owned=None if owned is None else as_assignment([(T1, owned)]) if owned else {},
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def join(group: str, member_id: str, **kw: object) -> Heartbeat:
+    return beat(
+        group, member_id, 0, (), rebalance_timeout_ms=REBALANCE_MS, subscribed_topic_names=("t1",),
+        **kw,
+    )  # fmt: skip
+
+
+def consumer_keys(h: Harness, group: str, since: int = 0) -> list[tuple[int, str, bool]]:
+    """(key version, member id, is tombstone) of the group's KIP-848 records from `since`."""
+    out = []
+    for record in h.group_records(group)[since:]:
+        key = decode_key(record.key or b"")
+        if not isinstance(key, (OffsetCommitKey, GroupMetadataKey, UnknownKey)):
+            out.append((key.valid_versions.lo, getattr(key, "member_id", ""), record.value is None))
+    return out
+
+
+async def reloaded(h: Harness, nursery: trio.Nursery, epoch: int) -> GroupCoordinator:
+    """A second coordinator that takes every partition over from `h`'s (a failover)."""
+    for partition in range(PARTITIONS):
+        h.coordinator.on_resignation(partition, epoch)
+    second = GroupCoordinator(epoch, CONFIG, h.topic, wall_clock=lambda: h.wall[0])
+    await nursery.start(second.run)
+    for partition in range(PARTITIONS):
+        second.on_election(partition, epoch)
+    while second.manager.loading:
+        await trio.sleep(0.001)
+    return second
+
+
+async def test_a_consumer_group_survives_a_new_coordinator(
+    h: Harness, nursery: trio.Nursery, autojump_clock: MockClock
+) -> None:
+    rules = h.coordinator.consumer
+    a = await rules.heartbeat(join("cg", "a", server_assignor="range"), TOPICS)
+    assert (a.error, a.member_epoch, a.assignment) == (E.NONE, 1, as_assignment([(T1, range(4))]))
+    # Kafka's records, in Kafka's order: subscription, topics, epoch, target, current.
+    assert consumer_keys(h, "cg") == [(5, "a", False), (4, "", False), (3, "", False),
+                                      (7, "a", False), (6, "", False), (8, "a", False)]  # fmt: skip
+    written = len(h.group_records("cg"))
+    assert (await rules.heartbeat(beat("cg", "a", 1), TOPICS)).error == E.NONE
+    assert len(h.group_records("cg")) == written  # a heartbeat that changes nothing writes nothing
+    b = await rules.heartbeat(join("cg", "b"), TOPICS)
+    assert (b.member_epoch, b.assignment) == (2, {})  # a's partitions are not free yet
+    # a must revoke 2 and 3: it stays at epoch 1, revoking.
+    a = await rules.heartbeat(beat("cg", "a", 1, [0, 1, 2, 3]), TOPICS)
+    assert (a.member_epoch, a.assignment) == (1, as_assignment([(T1, [0, 1])]))
+    before = h.group("cg").consumer
+
+    second = await reloaded(h, nursery, 1)
+    loaded = second.manager.get_group("cg").consumer
+    assert (loaded.group_epoch, loaded.target_epoch, loaded.state) == (2, 2, "Reconciling")
+    assert loaded.members == before.members
+    assert loaded.target == before.target
+    assert loaded.subscribed_metadata == TOPICS
+    assert loaded.assignor_name == "range"
+    assert [loaded.owner_of((T1, p)) for p in range(4)] == ["a", "a", "a", "a"]
+    # The members carry on at their epochs: a revokes, then b gets what a gave up.
+    rules = second.consumer
+    a = await rules.heartbeat(beat("cg", "a", 1, [0, 1]), TOPICS)
+    assert (a.error, a.member_epoch, a.assignment) == (E.NONE, 2, as_assignment([(T1, [0, 1])]))
+    b = await rules.heartbeat(beat("cg", "b", 2, []), TOPICS)
+    assert (b.error, b.member_epoch, b.assignment) == (E.NONE, 2, as_assignment([(T1, [2, 3])]))
+    # A member whose session ends on the new coordinator leaves tombstones.
+    since = len(h.group_records("cg"))
+    autojump_clock.jump(CONFIG.consumer_session_timeout_ms / 1000 - 1)
+    assert (await rules.heartbeat(beat("cg", "b", 2), TOPICS)).error == E.NONE
+    await trio.sleep(2)
+    assert set(second.manager.get_group("cg").consumer.members) == {"b"}
+    assert consumer_keys(h, "cg", since)[:3] == [(8, "a", True), (7, "a", True), (5, "a", True)]
+
+    third = await reloaded(Harness(second, h.topic, nursery, h.wall), nursery, 2)
+    assert set(third.manager.get_group("cg").consumer.members) == {"b"}
+    assert (await third.consumer.heartbeat(beat("cg", "b", -1), TOPICS)).error == E.NONE
+    assert third.admin.delete_groups(["cg"]) == {"cg": E.NONE}
+    fourth = await reloaded(Harness(third, h.topic, nursery, h.wall), nursery, 3)
+    assert fourth.manager.get_group("cg") is None
+
+
+async def test_a_failed_consumer_group_write_is_answered_and_written_later(
+    h: Harness, autojump_clock: MockClock
+) -> None:
+    rules = h.coordinator.consumer
+    h.topic.fail_next = [E.NOT_ENOUGH_REPLICAS]
+    failed = await rules.heartbeat(join("cg", "a"), TOPICS)
+    assert failed.error == E.COORDINATOR_NOT_AVAILABLE
+    assert consumer_keys(h, "cg") == []
+    again = await rules.heartbeat(join("cg", "a"), TOPICS)
+    assert (again.error, again.member_epoch) == (E.NONE, 3)  # the rejoin moved it twice
+    assert {version for version, _, _ in consumer_keys(h, "cg")} == {3, 4, 5, 6, 7, 8}
+
+
+async def test_classic_and_consumer_records_give_way_to_each_other(
+    h: Harness, nursery: trio.Nursery, autojump_clock: MockClock
+) -> None:
+    [member] = await h.stable_group("g", 1)
+    h.coordinator.handle_leave_group("g", [(member.member_id, None, None)])
+    a = await h.coordinator.consumer.heartbeat(join("g", "a"), TOPICS)
+    assert a.error == E.NONE
+    keys = [decode_key(r.key or b"") for r in h.group_records("g")]
+    assert GroupMetadataKey("g") in keys and h.group_records("g")[-7].value is None
+    second = await reloaded(h, nursery, 1)
+    assert set(second.manager.get_group("g").consumer.members) == {"a"}
+    assert (await second.consumer.heartbeat(beat("g", "a", -1), TOPICS)).error == E.NONE
+    joined = await Harness(second, h.topic, nursery, h.wall).join("g")  # back to classic
+    assert joined.error == E.NONE
+    assert consumer_keys(h, "g")[-3:] == [(6, "", True), (4, "", True), (3, "", True)]

@@ -68,7 +68,7 @@ async def consumer_group_heartbeat(
         server_assignor=request.server_assignor,
         owned=owned,
     )
-    result = ctx.services.group_coordinator.consumer.heartbeat(
+    result = await ctx.services.group_coordinator.consumer.heartbeat(
         heartbeat, ctx.services.metadata_cache.topic_sizes()
     )
     return ConsumerGroupHeartbeatResponse(

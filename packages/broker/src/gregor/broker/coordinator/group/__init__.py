@@ -8,7 +8,9 @@ committed offsets, kept in `__consumer_offsets`.
 - `rebalance`, `commits`, `admin`: the rules of joins, offsets and the admin APIs, each
   working on the manager's state;
 - `group`, `member`, `state`: a group's bookkeeping and its state machine;
-- `records`: the group state as `__consumer_offsets` records and back.
+- `consumer_group`, `consumer_heartbeats`, `server_assignors`: KIP-848 consumer groups
+  (ConsumerGroupHeartbeat/Describe), beside the classic ones in the same groups;
+- `records`, `consumer_records`: the group state as `__consumer_offsets` records and back.
 
 It reaches `__consumer_offsets` through a `coordinator.topic_log.TopicLog` and learns which
 partitions this broker leads from `GroupCoordinator.on_leadership_change`; the broker's

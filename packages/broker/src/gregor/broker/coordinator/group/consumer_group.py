@@ -123,6 +123,19 @@ def next_member_state(
     )
 
 
+@attrs.define(slots=True)
+class Logged:
+    """What `__consumer_offsets` holds of a group: the next write is what differs from it.
+    The members and targets are the objects last written (they are replaced, never changed
+    in place, so an unchanged one is the same object)."""
+
+    group_epoch: int = 0
+    target_epoch: int = 0
+    subscribed_metadata: dict[str, tuple[uuid.UUID, int]] = attrs.Factory(dict)
+    members: dict[str, ConsumerMember] = attrs.Factory(dict)
+    target: dict[str, Assignment] = attrs.Factory(dict)
+
+
 class ConsumerGroup:
     """The KIP-848 part of a group (its committed offsets stay in `GroupMetadata`)."""
 
@@ -135,6 +148,17 @@ class ConsumerGroup:
         self.subscribed_metadata: dict[str, tuple[uuid.UUID, int]] = {}
         self.assignor_name = ""
         self._owners: dict[TopicPartitionId, str] = {}
+        self.logged = Logged()
+
+    def mark_logged(self) -> None:
+        """What the group is now is in the log."""
+        self.logged = Logged(
+            self.group_epoch,
+            self.target_epoch,
+            self.subscribed_metadata,
+            dict(self.members),
+            dict(self.target),
+        )
 
     def __repr__(self) -> str:
         return (

@@ -7,9 +7,7 @@ or the subscribed topics changed), recompute the target assignment, and move the
 step towards its target (`consumer_group.next_member_state`). Kafka's errors:
 
 - UNKNOWN_MEMBER_ID for a member (or group) the coordinator does not know: the client joins
-  again with epoch 0, keeping its committed offsets. Groups are not written to
-  `__consumer_offsets` yet (their offsets are), so after a coordinator moves every member
-  joins again this way;
+  again with epoch 0, keeping its committed offsets;
 - FENCED_MEMBER_EPOCH for an epoch the member is not at (a newer one, or an older one that is
   not the retry of a lost response);
 - GROUP_ID_NOT_FOUND for a group that is a classic group with members;
@@ -18,6 +16,11 @@ step towards its target (`consumer_group.next_member_state`). Kafka's errors:
 
 A member that sends no heartbeat for `group.consumer.session.timeout.ms` is removed; one that
 does not revoke within its rebalance timeout too.
+
+What a heartbeat changed is written to `__consumer_offsets` (`consumer_records`) before it is
+answered, and answered once replicated, so a new coordinator loads the group as its members
+know it: they carry on at their epochs with their partitions. A write that fails answers
+Kafka's error for it (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from gregor.broker.coordinator.group.manager import GroupMetadataManager
 from gregor.broker.coordinator.group.server_assignors import ASSIGNORS, Topics
 from gregor.broker.coordinator.group.state import GroupState
 from gregor.broker.coordinator.timers import Timer, TimerQueue
+from gregor.broker.coordinator.topic_log import APPEND_ERRORS
 from gregor.protocol.apis import ApiKey
 from gregor.protocol.errors import ErrorCode
 
@@ -104,8 +108,21 @@ class ConsumerHeartbeats:
 
     # -- the request ---------------------------------------------------------------------
 
-    def heartbeat(self, hb: Heartbeat, topics: Topics) -> HeartbeatResult:
-        """`topics`: every topic of the cluster, name -> (id, partitions)."""
+    async def heartbeat(self, hb: Heartbeat, topics: Topics) -> HeartbeatResult:
+        """`topics`: every topic of the cluster, name -> (id, partitions). The state changes
+        at once; the answer waits for what changed to be replicated."""
+        result = self._heartbeat(hb, topics)
+        group = self.manager.get_group(hb.group_id)
+        # Some refusals change the group too (a rejoin that finds the group full).
+        write = None if group is None else self.manager.store_consumer_group(group)
+        if write is None or result.error != ErrorCode.NONE:
+            return result
+        error = await write.replicated(self.config.offset_commit_timeout_ms / 1000)
+        if error != ErrorCode.NONE:
+            return _fail(APPEND_ERRORS.get(error, error))
+        return result
+
+    def _heartbeat(self, hb: Heartbeat, topics: Topics) -> HeartbeatResult:
         error = self.manager.group_status(hb.group_id, ApiKey.CONSUMER_GROUP_HEARTBEAT)
         if error is not None:
             return _fail(error)
@@ -126,7 +143,8 @@ class ConsumerHeartbeats:
                 )
             if hb.member_epoch != JOIN_EPOCH:
                 return _fail(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {hb.group_id} has no members.")
-            group.consumer = ConsumerGroup()  # an empty classic group converts
+            self.manager.drop_classic_group(group)  # an empty classic group converts
+            group.consumer = ConsumerGroup()
         cg = group.consumer
         if hb.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(hb, cg)
@@ -279,16 +297,20 @@ class ConsumerHeartbeats:
 
     # -- assignment ----------------------------------------------------------------------
 
-    def _assign(self, group_id: str, cg: ConsumerGroup) -> None:
+    def _assignor_for(self, cg: ConsumerGroup) -> str:
+        """The assignor most members ask for; the first configured one if none asks."""
         preferred = Counter(
             m.server_assignor for m in cg.members.values() if m.server_assignor is not None
         )
         configured = self.config.consumer_assignors
-        name = (
+        return (
             max(preferred, key=lambda n: (preferred[n], -configured.index(n)))
             if preferred
             else configured[0]
         )
+
+    def _assign(self, group_id: str, cg: ConsumerGroup) -> None:
+        name = self._assignor_for(cg)
         subscriptions = {
             m.member_id: frozenset(_topics_of(m, cg.subscribed_metadata))
             for m in cg.members.values()
@@ -335,6 +357,7 @@ class ConsumerHeartbeats:
             return
         log.info("group %s: member %s removed: %s", group_id, member_id, why)
         self._forget(group_id, group.consumer, member_id)
+        self.manager.store_consumer_group(group, wait=False)
 
     def _forget(self, group_id: str, cg: ConsumerGroup, member_id: str) -> None:
         cg.remove(member_id)
@@ -342,6 +365,24 @@ class ConsumerHeartbeats:
             timer = timers.pop((group_id, member_id), None)
             if timer is not None:
                 timer.cancel()
+
+    # -- loading -------------------------------------------------------------------------
+
+    def on_group_loaded(self, group: GroupMetadata) -> None:
+        """A loaded group's members get their session (and revocation) timers afresh."""
+        cg = group.consumer
+        if cg is None:
+            return
+        cg.assignor_name = self._assignor_for(cg)
+        for member in cg.members.values():
+            self._schedule(group.group_id, member)
+
+    def on_group_unloaded(self, group: GroupMetadata) -> None:
+        for member_id in list(group.consumer.members) if group.consumer is not None else ():
+            for timers in (self._sessions, self._revocations):
+                timer = timers.pop((group.group_id, member_id), None)
+                if timer is not None:
+                    timer.cancel()
 
     # -- describe ------------------------------------------------------------------------
 

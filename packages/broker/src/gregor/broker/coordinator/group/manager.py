@@ -10,7 +10,8 @@
   that caused them, and one from an older epoch than the last seen is ignored.
 - Writes: a group's metadata after each rebalance, offsets on commit (acks=all, answered
   once replicated), tombstones for deleted and expired offsets and dead groups (acks=0,
-  rewritten by the next cleanup if lost).
+  rewritten by the next cleanup if lost); a KIP-848 group's changes after each heartbeat
+  that made any (`consumer_records`; the heartbeat is answered once they are replicated).
 - Expiry: every `offsets.retention.check.interval.ms` the offsets past
   `offsets.retention.minutes` are removed (see `GroupMetadata.remove_expired_offsets`), and
   an Empty group without offsets dies.
@@ -25,6 +26,7 @@ from functools import partial
 
 import trio
 
+from gregor.broker.coordinator.group import consumer_records
 from gregor.broker.coordinator.group.config import GroupConfig
 from gregor.broker.coordinator.group.group import GroupMetadata, TopicPartition
 from gregor.broker.coordinator.group.offsets import (
@@ -34,6 +36,7 @@ from gregor.broker.coordinator.group.offsets import (
 )
 from gregor.broker.coordinator.group.records import (
     LoadedState,
+    consumer_group_batch,
     group_metadata_batch,
     offset_commit_batch,
     tombstone_batch,
@@ -74,7 +77,6 @@ _STORE_OFFSETS_ERRORS: dict[int, int] = {
     ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
     ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
 }
-
 
 # APIs that accept the empty group id (old clients commit and fetch offsets with it).
 _EMPTY_GROUP_ID_ALLOWED = frozenset(
@@ -227,6 +229,47 @@ class GroupMetadataManager:
             callback(error)
 
         self._await_write(write, done)
+
+    def store_consumer_group(self, group: GroupMetadata, *, wait: bool = True) -> Write | None:
+        """Append what changed in the group's KIP-848 part since it was last written (None:
+        nothing did). An append that fails leaves `logged` as it was, so the next write
+        carries these changes too."""
+        cg = group.consumer
+        if cg is None:
+            return None
+        batch = consumer_group_batch(consumer_records.changes(group.group_id, cg), self.now_ms())
+        if batch is None:
+            return None
+        write = self.topic.append(self.partition_for(group.group_id), batch, wait=wait)
+        if write.error == ErrorCode.NONE:
+            cg.mark_logged()
+        else:
+            log.warning(
+                "group %s: writing its consumer group records failed: %s",
+                group.group_id,
+                ErrorCode(write.error).name,
+            )
+        return write
+
+    def drop_consumer_group(self, group: GroupMetadata) -> None:
+        """The group leaves the consumer protocol (an empty one converts to classic): its
+        KIP-848 records get tombstones."""
+        cg = group.consumer
+        group.consumer = None
+        if cg is None or cg.logged.group_epoch == 0:
+            return  # nothing of it was written
+        batch = tombstone_batch(group.group_id, (), False, self.now_ms(), consumer=cg)
+        if batch is not None:
+            self.topic.append(self.partition_for(group.group_id), batch, wait=False)
+
+    def drop_classic_group(self, group: GroupMetadata) -> None:
+        """An empty classic group converts to the consumer protocol: its metadata record (if
+        a rebalance ever wrote one) gets a tombstone."""
+        if group.generation_id == 0:
+            return
+        batch = tombstone_batch(group.group_id, (), True, self.now_ms())
+        if batch is not None:
+            self.topic.append(self.partition_for(group.group_id), batch, wait=False)
 
     def store_offsets(
         self,
@@ -469,7 +512,11 @@ class GroupMetadataManager:
                 del self.groups[group.group_id]
             # An offsets-only group (generation 0) never had a metadata record.
             batch = tombstone_batch(
-                group.group_id, removed, dropped and group.generation_id > 0, now
+                group.group_id,
+                removed,
+                dropped and group.generation_id > 0,
+                now,
+                group.consumer if dropped else None,
             )
             if batch is None:
                 continue

@@ -147,7 +147,7 @@ class GroupCoordinator:
             # A consumer-protocol group: classic members may not join it.
             reply.set(JoinResult.failed(join.member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
             return
-        group.consumer = None  # an empty consumer-protocol group converts
+        self.manager.drop_consumer_group(group)  # an empty consumer-protocol group converts
         if not self._accept_joining_member(group, join.member_id):
             group.remove(join.member_id)
             reply.set(JoinResult.failed(UNKNOWN_MEMBER_ID, ErrorCode.GROUP_MAX_SIZE_REACHED))
@@ -512,7 +512,7 @@ class GroupCoordinator:
             partition,
             epoch,
         )
-        self.manager.schedule_load(partition, epoch, self.rebalancer.on_group_loaded)
+        self.manager.schedule_load(partition, epoch, self._on_group_loaded)
 
     def on_resignation(self, partition: int, epoch: int | None) -> None:
         log.info(
@@ -521,6 +521,12 @@ class GroupCoordinator:
             partition,
             epoch,
         )
-        self.manager.remove_groups_for_partition(
-            partition, epoch, self.rebalancer.on_group_unloaded
-        )
+        self.manager.remove_groups_for_partition(partition, epoch, self._on_group_unloaded)
+
+    def _on_group_loaded(self, group: GroupMetadata) -> None:
+        self.rebalancer.on_group_loaded(group)
+        self.consumer.on_group_loaded(group)
+
+    def _on_group_unloaded(self, group: GroupMetadata) -> None:
+        self.consumer.on_group_unloaded(group)
+        self.rebalancer.on_group_unloaded(group)

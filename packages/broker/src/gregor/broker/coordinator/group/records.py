@@ -3,11 +3,14 @@
 Writing: one batch per write (a group's metadata, a commit's offsets, tombstones), with
 create-time timestamps, uncompressed, as Kafka's coordinator writes them.
 
+KIP-848 consumer groups have records of their own (`consumer_records`), written beside these.
+
 Reading (when this broker becomes the coordinator of a partition): the batches from the log
 start to its end are replayed in order, the last record of a key winning and a tombstone
 removing it, which is what compaction leaves too. Offsets of groups without a metadata
 record are groups that only commit offsets (or whose members all left before anything was
-written); they come back as Empty groups. Transactional offset commits count once their
+written); they come back as Empty groups, as do consumer groups (their members in their
+`consumer` part). Transactional offset commits count once their
 transaction's commit marker follows; those of transactions still open stay pending.
 """
 
@@ -18,6 +21,8 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
+from gregor.broker.coordinator.group import consumer_records
+from gregor.broker.coordinator.group.consumer_group import ConsumerGroup
 from gregor.broker.coordinator.group.group import GroupMetadata, TopicPartition
 from gregor.broker.coordinator.group.member import MemberMetadata
 from gregor.broker.coordinator.group.offsets import CommittedOffset, OffsetAndMetadata
@@ -115,9 +120,14 @@ def group_metadata_batch(
 
 
 def tombstone_batch(
-    group_id: str, partitions: Iterable[TopicPartition], with_group: bool, now_ms: int
+    group_id: str,
+    partitions: Iterable[TopicPartition],
+    with_group: bool,
+    now_ms: int,
+    consumer: ConsumerGroup | None = None,
 ) -> bytes | None:
-    """Tombstones for a group's offsets (and for the group itself); None if there are none."""
+    """Tombstones for a group's offsets (and for the group itself, and its consumer-protocol
+    records); None if there are none."""
     builder = BatchBuilder()
     for topic, partition in partitions:
         builder.append(
@@ -125,6 +135,17 @@ def tombstone_batch(
         )
     if with_group:
         builder.append(None, key=wire.group_metadata_key(group_id), timestamp=now_ms)
+    if consumer is not None:
+        for key, _ in consumer_records.encoded(consumer_records.deletion(group_id, consumer)):
+            builder.append(None, key=key, timestamp=now_ms)
+    return builder.build() if len(builder) else None
+
+
+def consumer_group_batch(changes: Iterable[consumer_records.Change], now_ms: int) -> bytes | None:
+    """A consumer group's changes as one batch; None if there are none."""
+    builder = BatchBuilder()
+    for key, value in consumer_records.encoded(changes):
+        builder.append(value, key=key, timestamp=now_ms)
     return builder.build() if len(builder) else None
 
 
@@ -186,6 +207,9 @@ class LoadedState:
     # Offsets of open transactions, by producer id, until their marker comes.
     pending_txn: dict[int, dict[tuple[str, TopicPartition], CommittedOffset]] = attrs.field(
         factory=dict
+    )
+    consumer: consumer_records.LoadedConsumerGroups = attrs.field(
+        factory=consumer_records.LoadedConsumerGroups
     )
     skipped: int = 0
 
@@ -253,9 +277,10 @@ class LoadedState:
                 wire.decode_group_metadata_value(value)  # a bad value is skipped here, not later
                 self.groups[key.group] = value
                 self.removed_groups.discard(key.group)
-        else:
-            assert isinstance(key, wire.UnknownKey)
+        elif isinstance(key, wire.UnknownKey):
             raise DecodeError(f"a key of unknown version {key.version}")
+        else:
+            self.consumer.replay(key, value)
 
     def build_groups(self, now_ms: int) -> list[GroupMetadata]:
         """The groups found, with their offsets: those with metadata as it says, the others
@@ -272,8 +297,18 @@ class LoadedState:
             group = GroupMetadata(group_id, GroupState.EMPTY, now_ms)
             group.initialize_offsets(offsets)
             out.append(group)
-        # Offsets of transactions still open: pending in their groups until the marker.
         groups = {g.group_id: g for g in out}
+        for group_id, consumer in self.consumer.build().items():
+            if group_id not in groups:
+                groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, now_ms)
+                out.append(groups[group_id])
+            if groups[group_id].members:
+                log.warning(
+                    "group %s: classic members and consumer records; kept the classic", group_id
+                )
+                continue
+            groups[group_id].consumer = consumer
+        # Offsets of transactions still open: pending in their groups until the marker.
         for producer_id, pending in self.pending_txn.items():
             for (group_id, tp), committed in pending.items():
                 if group_id not in groups:

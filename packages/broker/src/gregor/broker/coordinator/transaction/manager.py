@@ -29,7 +29,7 @@ import trio
 
 from gregor.broker.coordinator.loading import record_epoch, replay_log
 from gregor.broker.coordinator.partitioning import partition_for
-from gregor.broker.coordinator.topic_log import TopicLog, Write
+from gregor.broker.coordinator.topic_log import APPEND_ERRORS, TopicLog, Write
 from gregor.broker.coordinator.transaction.config import TransactionConfig
 from gregor.broker.coordinator.transaction.records import LoadedTransactions, transit_batch
 from gregor.broker.coordinator.transaction.state import TransactionMetadata, TxnState, TxnTransit
@@ -38,17 +38,6 @@ from gregor.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
-# What a failed append of a transition is answered as (Kafka's mapping).
-_APPEND_ERRORS: dict[int, int] = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-}
 
 # (partition, coordinator epoch, the ids loaded)
 LoadedCallback = Callable[[int, int, list[TransactionMetadata]], None]
@@ -168,7 +157,7 @@ class TransactionStateManager:
         if error == ErrorCode.NONE and not self.is_current(tid, coordinator_epoch):
             error = ErrorCode.NOT_COORDINATOR
         if error != ErrorCode.NONE:
-            error = _APPEND_ERRORS.get(error, error)
+            error = APPEND_ERRORS.get(error, error)
             log.info(
                 "transactional id %s: writing %s failed: %s",
                 tid,
