@@ -27,6 +27,5 @@ def test_progress_line_has_each_partitions_offsets_and_the_lag() -> None:
     latest = {("t", 0): 170, ("t", 1): 260, ("t", 2): 10}
     line = progress_line("t", 4, 119, 1000, start, end, latest)
     assert line == (
-        "gregor-etl: t: batch 4: 119 records, offsets 0:100-150 1:200-260 2:?-9, "
-        "1000 this run, lag 21"
+        "t: batch 4: 119 records, offsets 0:100-150 1:200-260 2:?-9, 1000 this run, lag 21"
     )

@@ -4,6 +4,7 @@
                [--partition-by date,hour] [--value-format raw|json --schema FILE]
                [--max-records-per-batch N] [--group G] [--every SECONDS]
                [--metrics-listener http://HOST:PORT [--metrics-linger SECONDS]]
+               [--log-format text|json]
 
 One Structured Streaming query per topic, run with Trigger.AvailableNow: it reads what the
 topic holds now through the `gregor` source and stops. With --every, the queries run as a
@@ -38,6 +39,7 @@ import argparse
 import contextlib
 import functools
 import json
+import logging
 import re
 import signal
 import sys
@@ -49,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 from gregor.client import Consumer, TopicPartition
 from gregor.client.exporter import parse_listener, serving
+from gregor.client.logs import JsonFormatter
 from gregor.spark.metrics import EtlCollector, EtlMetrics
 from gregor.spark.planning import INTERNAL_TOPICS, by_tp, from_json_offsets
 
@@ -62,6 +65,8 @@ CORRUPT = "_corrupt_record"
 OBSERVED = "gregor_etl_rows"  # each output's rows per batch, counted by Spark (observe())
 RESTART_PAUSE = 5.0  # seconds before a service's failed queries start again
 REFRESH_TOPICS = 10.0  # seconds between a service's looks for new topics (--pattern)
+
+log = logging.getLogger("gregor.etl")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -96,6 +101,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--metrics-listener",
         metavar="http://HOST:PORT",
         help="serve metrics for Prometheus there (port 0: any free one)",
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="text lines, or one JSON object per line (as the broker's log.format)",
     )
     parser.add_argument(
         "--metrics-linger",
@@ -221,8 +232,7 @@ def progress_line(
     ranges = " ".join(f"{p}:{start.get((t, p), '?')}-{end[t, p]}" for t, p in sorted(end))
     lag = sum(max(latest.get(tp, o) - o, 0) for tp, o in end.items())
     return (
-        f"gregor-etl: {topic}: batch {batch}: {records} records, offsets {ranges}, "
-        f"{total} this run, lag {lag}"
+        f"{topic}: batch {batch}: {records} records, offsets {ranges}, {total} this run, lag {lag}"
     )
 
 
@@ -368,7 +378,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         topics = topics_to_load(args, group)
         if not topics and args.every is None:
-            print("gregor-etl: no topics to load", flush=True)
+            log.info("no topics to load")
             return 0
         metrics = EtlMetrics(topics)
         with exporting(args, metrics):
@@ -391,13 +401,13 @@ def exporting(args: argparse.Namespace, metrics: EtlMetrics) -> Iterator[None]:
                 )
             except OSError as exc:
                 raise SystemExit(f"gregor-etl: --metrics-listener: cannot listen ({exc})") from None
-            print(f"gregor-etl: metrics for Prometheus on http://{host}:{port}/metrics", flush=True)
+            log.info(f"metrics for Prometheus on http://{host}:{port}/metrics")
         yield
 
 
 def linger(seconds: float) -> None:
     """Serve the final figures a while longer: until `seconds` pass or SIGTERM/SIGINT."""
-    print(f"gregor-etl: serving the final metrics for {seconds:g} s", flush=True)
+    log.info(f"serving the final metrics for {seconds:g} s")
     stop = {signal.SIGTERM, signal.SIGINT}
     signal.pthread_sigmask(signal.SIG_BLOCK, stop)
     try:
@@ -451,12 +461,11 @@ def load(
                     name, progress.numInputRows, rows, seconds, time.time(),
                     partitions(end), partitions(latest),
                 )  # fmt: skip
-                print(
+                log.info(
                     progress_line(
                         name, progress.batchId, progress.numInputRows, totals[name],
                         start, end, latest,
-                    ),
-                    flush=True,
+                    )
                 )  # fmt: skip
 
         def onQueryIdle(self, event: Any) -> None:
@@ -489,14 +498,13 @@ def load(
         ends = by_tp(group.end_offsets([TopicPartition(t, p) for t, p in offsets]))
         metrics.offsets(topic, partitions(offsets), partitions(ends))
         lag = sum(ends[tp] - o for tp, o in offsets.items())
-        print(
-            f"gregor-etl: {topic}: {totals.get(topic, 0)} records loaded this run, "
-            f"lag {lag}, table {warehouse / topic}",
-            flush=True,
+        log.info(
+            f"{topic}: {totals.get(topic, 0)} records loaded this run, lag {lag}, "
+            f"table {warehouse / topic}"
         )
-    print(f"gregor-etl: done in {time.monotonic() - started:.1f} s", flush=True)
+    log.info(f"done in {time.monotonic() - started:.1f} s")
     if failed:
-        print("gregor-etl: failed: " + "; ".join(failed), file=sys.stderr, flush=True)
+        log.error("failed: " + "; ".join(failed))
         return 1
     spark.stop()
     return 0
@@ -536,11 +544,7 @@ def serve(
     crash). Returns every topic it loaded."""
     stop_on_signals(stopping)  # again: PySpark's context set its own SIGINT handler
     running = {topic: start_queries(spark, args, topic, client) for topic in topics}
-    print(
-        f"gregor-etl: serving {', '.join(topics) or 'no topic yet'}, a micro-batch every "
-        f"{args.every:g} s",
-        flush=True,
-    )
+    log.info(f"serving {', '.join(topics) or 'no topic yet'}, a micro-batch every {args.every:g} s")
     next_refresh = time.monotonic() + REFRESH_TOPICS
     while not stopping.wait(0.5):
         if refresh is not None and time.monotonic() >= next_refresh:
@@ -548,11 +552,11 @@ def serve(
             try:
                 found = refresh()
             except Exception as exc:  # the cluster unreachable: asked again later
-                print(f"gregor-etl: cannot list topics ({exc})", file=sys.stderr, flush=True)
+                log.error(f"cannot list topics ({exc})")
                 found = []
             for topic in found:
                 if topic not in running:
-                    print(f"gregor-etl: loading {topic} too", flush=True)
+                    log.info(f"loading {topic} too")
                     metrics.add(topic)
                     running[topic] = start_queries(spark, args, topic, client)
         for topic, queries in running.items():
@@ -563,17 +567,13 @@ def serve(
             for query in queries:
                 query.stop()
             why = "; ".join(f"{q.name}: {q.exception() or 'ended'}" for q in ended)
-            print(
-                f"gregor-etl: {topic} failed: {why}; starting over in {RESTART_PAUSE} s",
-                file=sys.stderr,
-                flush=True,
-            )
+            log.error(f"{topic} failed: {why}; starting over in {RESTART_PAUSE} s")
             if not stopping.wait(RESTART_PAUSE):
                 running[topic] = start_queries(spark, args, topic, client)
     for queries in running.values():
         for query in queries:
             query.stop()
-    print("gregor-etl: stopped", flush=True)
+    log.info("stopped")
     return list(running)
 
 
@@ -582,8 +582,29 @@ def partitions(offsets: Mapping[tuple[str, int], int]) -> dict[int, int]:
     return {p: o for (_, p), o in offsets.items()}
 
 
+def set_up_logging(log_format: str) -> None:
+    """gregor-etl's own lines: `gregor-etl: ...` (errors on stderr), or with --log-format
+    json one JSON object per line on stdout, as the broker's and the mirror's."""
+    log.setLevel(logging.INFO)
+    log.propagate = False  # Spark's py4j logging goes its own way
+    if log_format == "json":
+        out = logging.StreamHandler(sys.stdout)
+        out.setFormatter(JsonFormatter())
+        log.addHandler(out)
+        return
+    text = logging.Formatter("gregor-etl: %(message)s")
+    out, err = logging.StreamHandler(sys.stdout), logging.StreamHandler(sys.stderr)
+    out.addFilter(lambda record: record.levelno < logging.WARNING)
+    err.setLevel(logging.WARNING)
+    for handler in (out, err):
+        handler.setFormatter(text)
+        log.addHandler(handler)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    sys.exit(run(parse_args(argv)))
+    args = parse_args(argv)
+    set_up_logging(args.log_format)
+    sys.exit(run(args))
 
 
 if __name__ == "__main__":
