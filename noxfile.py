@@ -430,3 +430,12 @@ def bench_scale(session: nox.Session) -> None:
     restart and SIGKILL recovery (--partitions N ..., --records-per-producer R)."""
     install(session, *PACKAGES, extra=[*LAUNCHER, "confluent-kafka>=2.4"])
     session.run("python", "bench/bench_scale.py", *session.posargs)
+
+
+@nox.session
+def bench_controller(session: nox.Session) -> None:
+    """The controller with 1,000 topics x 10 partitions on 3 brokers: creating them, and a
+    failover of the controller (SIGKILL, then a clean shutdown) until every partition is led
+    again (--topics N --partitions P --replication-factor R)."""
+    install(session, *PACKAGES, extra=LAUNCHER)
+    session.run("python", "bench/bench_controller.py", *session.posargs)
