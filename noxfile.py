@@ -225,6 +225,21 @@ def faults(session: nox.Session) -> None:
 
 
 @nox.session
+def faults_two_dc(session: nox.Session) -> None:
+    """The fault runs of `nox -s faults` on both datacenters (needs root): dc2's mirror
+    copying dc1 exactly once and dc1's ETL loading it are struck too (killed, paused,
+    restarted; the WAN cut), and their copies checked against dc1's acknowledgements
+    (`-- --runs N --seed S [--seconds T] [--service-faults F]`; chunks as for faults). The
+    default suite runs 3 short runs (tests/faults/test_two_datacenters.py)."""
+    install(session, *PACKAGES, extra=[*LAUNCHER, *TEST_DEPS])
+    tests = str(ROOT / "tests")
+    session.run(
+        "python", "-m", "gregor_testing.faultruns", "--two-datacenters", *session.posargs,
+        env={"PYTHONPATH": tests},
+    )  # fmt: skip
+
+
+@nox.session
 def docs(session: nox.Session) -> None:
     """Regenerate docs/configuration.md from the config declarations (a test checks it)."""
     install(session, *PACKAGES)

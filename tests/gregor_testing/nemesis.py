@@ -3,7 +3,8 @@ brings everything back and waits until every partition is whole again.
 
 It acts on `Hosts`: the brokers and ZooKeepers by name, each a supervised process, the
 network namespace each is reached from, and the network faults possible between them (and,
-when a schedule names them, a topology datacenter's mirror and ETL host). Two
+when a schedule names them, the services reading a topology datacenter's cluster: its ETL
+and the mirror copying it into the other datacenter). Two
 kinds of cluster give them: a `LocalCluster` on loopback (`Hosts.of_cluster`: process and
 disk-less faults only) and one datacenter of the namespace topology (`Hosts.of_topology`:
 every fault).
@@ -16,7 +17,7 @@ Two ways to use it:
     end), `restart` (a clean stop: a controlled shutdown for a broker, started at the end);
   - network faults (`gregor.devcluster.netfaults`): `isolate` a host, `split` the
     datacenter in two (`hosts`: one side), `one_way` (the first host's packets never reach
-    the second);
+    the second), `wan` (the WAN between the datacenters cut; no hosts);
   - on a broker or the controller: `expire` its ZooKeeper session while the process lives
     (cut from every ZooKeeper past the session timeout: once healed, kazoo finds the session
     expired and starts a new one, the broker registers again, a controller resigns and
@@ -80,8 +81,9 @@ class Hosts:
     network: NetworkFaults | None = None  # None: no network faults (one loopback)
     datacenter: str = ""
     disks: bool = False  # whether each broker's log dir is a disk of its own to fill
-    # The datacenter's other services that run (its mirror, its ETL): faults hit them when
-    # a schedule names them, and `restore` resumes them and starts them again.
+    # The services that read the datacenter's cluster and run (its ETL, the mirrors that
+    # copy it elsewhere): faults hit them when a schedule names them, and `restore` resumes
+    # them and starts them again.
     services: dict[str, Supervised] = field(default_factory=dict)
 
     @classmethod
@@ -99,10 +101,12 @@ class Hosts:
         hosts_of = topology.topology.hosts_of
         brokers = {h.name: topology.processes[h.name] for h in hosts_of(datacenter, "broker")}
         zookeepers = {h.name: topology.processes[h.name] for h in hosts_of(datacenter, "zookeeper")}
+        # What reads its cluster: its ETL, and the mirrors that copy it into other datacenters.
         services = {
             h.name: topology.processes[h.name]
-            for h in hosts_of(datacenter)
-            if h.service in ("mirror", "etl") and h.name in topology.processes
+            for h in topology.topology.hosts.values()
+            if h.name in topology.processes
+            and ((h.service == "etl" and h.datacenter == datacenter) or h.source == datacenter)
         }
         return cls(
             brokers,  # type: ignore[arg-type]
@@ -262,13 +266,12 @@ class Nemesis:
                 hosts = [self.controller() or self.brokers[0]]
             resolved.append(Fault(fault.at, fault.seconds, fault.kind, tuple(hosts)))
             self.note(f"{fault.kind} {','.join(hosts)}")
-            process = self.process(hosts[0])
             if fault.kind == "kill":
-                process.kill()
+                self.process(hosts[0]).kill()
             elif fault.kind == "pause":
-                process.pause()
+                self.process(hosts[0]).pause()
             elif fault.kind == "restart":
-                process.stop(30)
+                self.process(hosts[0]).stop(30)
             elif fault.kind == "disk_full":
                 filled = disk_faults.fill(self.data_dir(hosts[0]))
                 self.note(f"{hosts[0]}'s disk filled ({filled >> 20} MiB)")
@@ -279,14 +282,13 @@ class Nemesis:
         def end() -> None:
             hosts = resolved[0].hosts
             self.note(f"end {fault.kind} {','.join(hosts)}")
-            process = self.process(hosts[0])
             if fault.kind in ("kill", "restart"):
-                process.launch()  # type: ignore[attr-defined]
+                self.process(hosts[0]).launch()  # type: ignore[attr-defined]
             elif fault.kind == "pause":
-                process.resume()
+                self.process(hosts[0]).resume()
             elif fault.kind == "disk_full":
                 disk_faults.free(self.data_dir(hosts[0]))
-                process.launch()  # type: ignore[attr-defined]
+                self.process(hosts[0]).launch()  # type: ignore[attr-defined]
             else:
                 self._partitioned.remove(resolved[0])
                 self.network.heal()
@@ -302,6 +304,8 @@ class Nemesis:
             self.network.partition(fault.hosts, self.zookeepers)
         elif fault.kind == "split":
             self.network.split_datacenter(self.hosts.datacenter, fault.hosts)
+        elif fault.kind == "wan":
+            self.network.cut_wan()
         else:
             self.network.one_way([fault.hosts[0]], [fault.hosts[1]])
 

@@ -3,12 +3,15 @@ described), and Jepsen's 2013 Kafka scenario.
 
 A schedule (`schedule(seed, seconds, ...)`, the same for the same seed) is a list of
 `Fault`s, each from `at` for `seconds`, several overlapping, over the ZooKeepers and
-brokers of one datacenter and its controller.
+brokers of one datacenter and its controller. `service_schedule` draws the faults of the
+services around it (the mirror copying from it, its ETL, the WAN) from the same seed,
+apart: a seed's cluster faults are the same with or without them.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gregor_testing.nemesis import CONTROLLER, Fault, Nemesis, wait_until
@@ -19,6 +22,10 @@ BROKER_FAULTS = ("expire", "disk_full")  # on a broker (or the controller) only
 KINDS = PROCESS_FAULTS + NETWORK_FAULTS + BROKER_FAULTS
 LONG_FAULTS = ("pause", "expire")  # past the session timeout
 PAUSE_AT_LEAST = 8.0  # seconds: past the brokers' zookeeper.session.timeout.ms (6 s)
+# A service's faults, by its service: a mirror crashes, freezes and restarts cleanly; the
+# ETL crashes (its driver with its JVM and workers, mid-batch: it runs one every few
+# seconds, each taking seconds) and freezes.
+SERVICE_FAULTS = {"mirror": ("kill", "pause", "restart"), "etl": ("kill", "pause")}
 
 
 def schedule(
@@ -52,6 +59,26 @@ def schedule(
         else:
             targets = (rng.choice(hosts),)
         planned.append(Fault(at, length, kind, targets))
+    return sorted(planned, key=lambda f: f.at)
+
+
+def service_schedule(
+    seed: int, seconds: float, services: Mapping[str, str], faults: int = 2, wan: bool = True
+) -> list[Fault]:
+    """`faults` faults over the first 80% of `seconds` on `services` (host -> its service,
+    "mirror" or "etl") and, with `wan`, the WAN cut; each 3-10 s long. The ETL's start
+    past 40% of the run: by then it loads the run's topic, a batch always under way."""
+    rng = random.Random(f"services-{seed}")
+    choices: list[tuple[str, tuple[str, ...]]] = [
+        (kind, (host,)) for host, service in services.items() for kind in SERVICE_FAULTS[service]
+    ]
+    choices += [("wan", ())] * (len(services) if wan else 0)  # as likely as a service's
+    planned = []
+    for _ in range(faults):
+        kind, hosts = rng.choice(choices)
+        earliest = seconds * 0.4 if hosts and services[hosts[0]] == "etl" else 0.0
+        length = min(rng.uniform(3, 10), seconds * 0.8 - earliest)
+        planned.append(Fault(rng.uniform(earliest, seconds * 0.8 - length), length, kind, hosts))
     return sorted(planned, key=lambda f: f.at)
 
 

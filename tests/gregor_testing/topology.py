@@ -13,7 +13,7 @@ import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -39,13 +39,15 @@ def topology_up(
     datacenters: Collection[str] | None = None,
     broker_disk_mb: int | None = None,
     mirrors: bool = False,
+    mirror_settings: Mapping[str, str] | None = None,
 ) -> Iterator[NetnsTopology]:
     """The topology of infra/topology.toml up under `directory` (the services of
     `datacenters` only, if given; each broker's data on a tmpfs of `broker_disk_mb`, if
-    given; with `mirrors`, each mirror host's gregor-mirror), and down after, also when the
-    test fails (its brokers' and ZooKeepers' logs stay in `directory`)."""
+    given; with `mirrors`, each mirror host's gregor-mirror, `mirror_settings` over its
+    mm2.properties), and down after, also when the test fails (its brokers' and
+    ZooKeepers' logs stay in `directory`)."""
     topology = NetnsTopology(load(DESCRIPTION), directory, broker_disk_mb=broker_disk_mb)
-    topology.up(services, datacenters=datacenters, mirrors=mirrors)
+    topology.up(services, datacenters=datacenters, mirrors=mirrors, mirror_settings=mirror_settings)
     try:
         yield topology
     finally:

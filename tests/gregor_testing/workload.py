@@ -5,7 +5,9 @@ inside its namespace, `python workload.py create|produce|read ...`), writing its
 - create: the topic, RF=3, min.insync.replicas=2, unclean leader election off;
 - produce: idempotent producers with acks=all send keyed records at a steady pace for a
   while, then wait for every outcome (acknowledged or failed);
-- read: one consumer reads every partition from the start to its high watermark;
+- read: one consumer reads every partition from the start to its high watermark (with
+  --committed, read_committed to the end it reports, past the high watermark first seen:
+  an exactly-once mirror's copy ends with a transaction marker, never read);
 - ends: print the topic's high watermarks as JSON ({} while it does not exist).
 """
 
@@ -103,6 +105,8 @@ def read(args: argparse.Namespace) -> None:
             "group.id": f"{args.topic}-reader",
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed" if args.committed else "read_uncommitted",
+            "enable.partition.eof": args.committed,
         }
     )
     partitions = consumer.list_topics(args.topic, timeout=30).topics[args.topic].partitions
@@ -114,6 +118,10 @@ def read(args: argparse.Namespace) -> None:
     deadline = time.monotonic() + 120
     while left and time.monotonic() < deadline:
         for msg in consumer.consume(500, 1.0):
+            if msg.error() and msg.error().code() == KafkaError._PARTITION_EOF:
+                if msg.offset() >= ends[msg.partition()]:
+                    left.discard(msg.partition())
+                continue
             if msg.error():
                 history.write("read-error", error=msg.error().name())
                 continue
@@ -148,6 +156,7 @@ def main() -> None:
     parser.add_argument("--producers", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--rate", type=float, default=100, help="rounds of sends a second")
+    parser.add_argument("--committed", action="store_true", help="read: read_committed")
     args = parser.parse_args()
     commands = {"create": create, "produce": produce, "read": read, "ends": ends}
     commands[args.command](args)

@@ -21,14 +21,14 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-import pyarrow.dataset as ds
 import pytest
 
 from gregor.devcluster.etl import EtlProcess
 from gregor.devcluster.netns import NetnsTopology
 from gregor.spark.etl import checkpoint_offsets, committed_files
-from gregor_testing.faultruns import finish, workload, workload_argv
-from gregor_testing.history import History, check
+from gregor_testing.clienthosts import finish, workload, workload_argv
+from gregor_testing.copies import warehouse_reads
+from gregor_testing.history import check
 from gregor_testing.nemesis import CONTROLLER, Fault, Hosts, Nemesis, wait_until
 from gregor_testing.topology import requires_netns, topology_up
 
@@ -101,14 +101,7 @@ def test_etl_loads_every_record_once_through_faults(
     log = etl.log_path.read_text()
     assert f"gregor-etl: loading {TOPIC} too" in log
     restarts = log.count("starting over in")
-    rows = ds.dataset(table, format="parquet", partitioning="hive").to_table(
-        columns=["partition", "offset", "value"]
-    )
-    reads = History(tmp_path / "etl.jsonl")  # the warehouse's rows as a reader's reads
-    for row in rows.to_pylist():
-        reads.write("read", id=row["value"].decode(), partition=row["partition"],
-                    offset=row["offset"])  # fmt: skip
-    reads.close()
+    rows = warehouse_reads(table, tmp_path / "etl.jsonl")  # as a reader's reads
     report = check(tmp_path / "etl.jsonl")
     print(
         f"acked {report.acked} of {report.sent} sent; in the warehouse {report.read} rows: "
@@ -120,5 +113,5 @@ def test_etl_loads_every_record_once_through_faults(
     assert report.lost == [], report.lost[:20]
     assert report.duplicates == [], report.duplicates[:20]
     assert report.phantom == [] and report.reordered == [] and report.misplaced == []
-    offsets = sorted((TOPIC, r["partition"], r["offset"]) for r in rows.to_pylist())
+    offsets = sorted((TOPIC, r["partition"], r["offset"]) for r in rows)
     assert offsets == [(t, p, o) for (t, p), end in sorted(ends.items()) for o in range(end)]

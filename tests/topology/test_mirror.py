@@ -18,7 +18,7 @@ import pytest
 
 from gregor.devcluster.netfaults import NetworkFaults
 from gregor.devcluster.netns import NetnsTopology
-from gregor_testing.faultruns import finish, workload, workload_argv
+from gregor_testing.clienthosts import finish, workload, workload_argv
 from gregor_testing.history import check
 from gregor_testing.nemesis import wait_until
 from gregor_testing.topology import requires_netns, run_on, topology_up

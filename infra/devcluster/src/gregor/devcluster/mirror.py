@@ -13,6 +13,7 @@ written into its datacenter.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from gregor.devcluster.supervisor import Supervised, wait_until
@@ -73,15 +74,21 @@ def not_copying(topology: Topology, host: Host) -> str | None:
 
 
 class MirrorProcess(Supervised):
-    """A mirror host's gregor-mirror, with its config and log in `directory`."""
+    """A mirror host's gregor-mirror, with its config and log in `directory` (`settings`:
+    mm2.properties of a run's own over the host's, `exactly.once.support` say)."""
 
     def __init__(
-        self, topology: Topology, host: Host, directory: Path, namespace: str | None = None
+        self,
+        topology: Topology,
+        host: Host,
+        directory: Path,
+        namespace: str | None = None,
+        settings: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(f"mirror {host.name}", directory / "mirror.log", namespace)
         self.topology = topology
         self.host = host
-        self.properties = mirror_properties(topology, host)
+        self.properties = {**mirror_properties(topology, host), **(settings or {})}
         self.config_path = directory / "mm2.properties"
         self.datacenter = host.datacenter
 

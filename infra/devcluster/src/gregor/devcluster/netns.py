@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,13 +99,15 @@ class NetnsTopology:
         datacenters: Collection[str] | None = None,
         mirrors: bool = False,
         etl: bool = False,
+        mirror_settings: Mapping[str, str] | None = None,
     ) -> None:
         """Build the network (after removing what an earlier run left), then start every
         ZooKeeper ensemble and broker (of `datacenters` only, if given: a test of one
         cluster spares the machine the other), and with `mirrors` each mirror host's
-        gregor-mirror; return once all serve and every mirror copies (RuntimeError naming
-        what is not ready after `timeout`). With `etl`, the ETL host's gregor-etl starts
-        last. On any failure, or an interrupt, everything is torn down again."""
+        gregor-mirror (`mirror_settings` over its mm2.properties); return once all serve
+        and every mirror copies (RuntimeError naming what is not ready after `timeout`).
+        With `etl`, the ETL host's gregor-etl starts last. On any failure, or an
+        interrupt, everything is torn down again."""
         teardown(self.directory, self.prefix)
         self.services = services
         self.mirrors = False  # until start_mirrors
@@ -117,7 +119,7 @@ class NetnsTopology:
             if services:
                 self._start_services(timeout, datacenters)
             if services and mirrors:
-                for mirror in self.start_mirrors():
+                for mirror in self.start_mirrors(mirror_settings):
                     mirror.wait_ready(timeout)
             if services and etl:
                 self.start_etl()
@@ -229,15 +231,15 @@ class NetnsTopology:
         for broker in brokers:
             broker.wait_ready(timeout)
 
-    def start_mirrors(self) -> list[MirrorProcess]:
+    def start_mirrors(self, settings: Mapping[str, str] | None = None) -> list[MirrorProcess]:
         """Start every mirror host's gregor-mirror (both datacenters' clusters must run)
-        without waiting for it to copy (see MirrorProcess.wait_ready)."""
+        without waiting for it to copy (see MirrorProcess.wait_ready); `settings` go over
+        each one's mm2.properties."""
         self._set_mirrors(True)
         started = []
         for host in self._hosts(("mirror",)):
-            mirror = MirrorProcess(
-                self.topology, host, self.directory / host.name, self.namespace(host.name)
-            )
+            directory, namespace = self.directory / host.name, self.namespace(host.name)
+            mirror = MirrorProcess(self.topology, host, directory, namespace, settings)
             self.processes[host.name] = mirror
             mirror.launch()
             started.append(mirror)
