@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from gregor_testing.faultruns import Summary, copy_history, table
 from gregor_testing.history import GAP, History, Report, check, unavailable
-from gregor_testing.schedules import schedule
+from gregor_testing.schedules import schedule, service_schedule
 
 
 def write(path: Path, events: list[tuple[str, dict[str, object]]]) -> Report:
@@ -69,3 +70,35 @@ def test_a_schedule_is_the_same_for_a_seed_and_stays_inside_the_run() -> None:
     assert first == schedule(7, 30, hosts, faults=6) != schedule(8, 30, hosts, faults=6)
     assert all(f.at >= 0 and f.at + f.seconds <= 30 * 0.8 + 1e-9 for f in first)
     assert all(f.seconds >= 8 for f in first if f.kind == "pause")
+
+
+def test_service_faults_are_drawn_apart_and_strike_the_etl_once_it_loads() -> None:
+    services = {"dc1-etl": "etl", "dc2-mirror": "mirror"}
+    drawn = [f for seed in range(40) for f in service_schedule(seed, 20, services, 3)]
+    assert drawn[:3] == service_schedule(0, 20, services, 3)
+    assert {(f.kind, f.hosts) for f in drawn} == {
+        ("kill", ("dc1-etl",)), ("pause", ("dc1-etl",)), ("kill", ("dc2-mirror",)),
+        ("pause", ("dc2-mirror",)), ("restart", ("dc2-mirror",)), ("wan", ()),
+    }  # fmt: skip
+    assert all(f.at >= 0 and f.at + f.seconds <= 20 * 0.8 + 1e-9 for f in drawn)
+    assert all(f.at >= 20 * 0.4 for f in drawn if f.hosts == ("dc1-etl",))
+
+
+def test_the_copies_counts_join_the_table_and_its_total(tmp_path: Path) -> None:
+    events = [*sent("p0:0", "p0:1"), ack("p0:0", 0, 0), ack("p0:1", 0, 1)]
+    history = tmp_path / "history-1.jsonl"
+    dc1 = write(history, [*events, read("p0:0", 0, 0), read("p0:1", 0, 1)])
+    mirror = write(copy_history(history, "mirror"), [*events, read("p0:0", 0, 7)])
+    row = Summary.of(1, 2, ["wan()"], dc1, history, {"mirror": mirror})
+    assert not row.ok
+    assert row == Summary.load(save(row, tmp_path))
+    lines = table([row]).splitlines()
+    assert "m:lost/dup/reord/phant" in lines[0] and "1/0/0/0" in lines[1]
+    assert lines[-1].endswith(
+        "mirror_read=1 mirror_lost=1 mirror_duplicates=0 mirror_reordered=0 mirror_phantom=0"
+    )
+
+
+def save(row: Summary, directory: Path) -> Path:
+    row.save(directory)
+    return directory / f"run-{row.number}.json"
