@@ -11,6 +11,7 @@ reads) as a reader's reads, and the checker reads that.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -51,6 +52,12 @@ def mirrored(
         if not report.lost or time.monotonic() > deadline:
             return report
         time.sleep(5)
+
+
+def loading(etl: EtlProcess, topic: str) -> bool:
+    """Whether the ETL service has started loading `topic` (as its log says)."""
+    log = etl.log_path.read_text(errors="replace")
+    return re.search(rf"gregor-etl: (loading {topic} too|serving .*{topic}\b)", log) is not None
 
 
 def loaded(

@@ -155,6 +155,10 @@ def mirror_of(topology: NetnsTopology) -> str | None:
     return next((h for h in found if h in topology.processes), None)
 
 
+def etl_of(topology: NetnsTopology) -> EtlProcess | None:
+    return next((p for p in topology.processes.values() if isinstance(p, EtlProcess)), None)
+
+
 def check_copies(topology: NetnsTopology, topic: str, history: Path) -> dict[str, Report]:
     """The mirror's copy of the topic and the ETL's, where they run (see `copies`)."""
     checked: dict[str, Report] = {}
@@ -162,7 +166,7 @@ def check_copies(topology: NetnsTopology, topic: str, history: Path) -> dict[str
         checked["mirror"] = copies.mirrored(
             topology, topic, history, copy_history(history, "mirror")
         )
-    etl = next((p for p in topology.processes.values() if isinstance(p, EtlProcess)), None)
+    etl = etl_of(topology)
     if etl is not None:
         checked["etl"] = copies.loaded(topology, etl, topic, history, copy_history(history, "etl"))
     return checked
@@ -195,6 +199,9 @@ def one_run(
     seen: Jepsen2013 | None = None
     topic, history = f"jepsen-{number}", directory / f"history-{number}.jsonl"
     finish(workload(topology, "create", "--topic", topic), "create", 90)
+    etl = etl_of(topology)
+    if etl is not None:  # from here on a batch of the topic is under way while it lags
+        wait_until(lambda: copies.loading(etl, topic), 120, f"the ETL to load {topic}")
     producer_log = directory / f"producer-{number}.log"
     producer = workload(
         topology, "produce", "--topic", topic, "--history", str(history),
