@@ -2,7 +2,11 @@
 `kafka-configs --alter --entity-type brokers --entity-name 0` does: a broker's SSL keystore
 rotated live serves new connections at once while open ones go on, and a listener's PLAIN
 users changed live let a new user in. A keystore that does not load, or a listener setting
-for the cluster-wide default, is refused with INVALID_CONFIG and nothing changes."""
+for the cluster-wide default, is refused with INVALID_CONFIG and nothing changes.
+
+Passwords (JAAS configs, keys) are stored in ZooKeeper encrypted with
+password.encoder.secret, refused without one, and never described: DescribeConfigs lists
+the listener keys with their source and synonyms, a password as sensitive with no value."""
 
 from __future__ import annotations
 
@@ -19,8 +23,18 @@ from confluent_kafka import KafkaException
 from confluent_kafka import Producer as CkProducer
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient as CkAdmin
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+from confluent_kafka.admin import (
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    ResourceType,
+)
+from kafka.admin import ConfigResource as KpConfigResource
+from kafka.admin import ConfigResourceType as KpConfigResourceType
+from kafka.admin import KafkaAdminClient
 
+from gregor.broker.zk import znodes
 from gregor.devcluster import LocalCluster, ZooKeeper
 from gregor.protocol.apis.api_versions import ApiVersionsRequest
 from gregor.protocol.apis.incremental_alter_configs import (
@@ -31,10 +45,14 @@ from gregor.protocol.apis.incremental_alter_configs import (
 from gregor.protocol.apis.sasl_authenticate import SaslAuthenticateRequest
 from gregor.protocol.apis.sasl_handshake import SaslHandshakeRequest
 from gregor_testing.cluster import WireClient, create_topic, unique_topic, wait_for
+from gregor_testing.processes import zookeeper_client
 from gregor_testing.security import USERS, Pki, jaas_plain, mtls_context, running_secure_cluster
 
 KEYSTORE = "listener.name.ssl.ssl.keystore.location"
 PLAIN_JAAS = "listener.name.sasl_plaintext.plain.sasl.jaas.config"
+SCRAM_JAAS = "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config"
+SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+ENCODER_SECRET = "the encoder secret"
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +63,8 @@ def dynamic_cluster(
     pki: Pki,
 ) -> Iterator[LocalCluster]:
     directory = tmp_path_factory.mktemp("dynamic")
-    with running_secure_cluster(request, directory, zookeeper, pki, 1) as cluster:
+    extra = {"password.encoder.secret": ENCODER_SECRET}
+    with running_secure_cluster(request, directory, zookeeper, pki, 1, extra) as cluster:
         yield cluster
 
 
@@ -169,6 +188,7 @@ def plain_login(cluster: LocalCluster, user: str, password: str) -> int:
 
 
 def test_plain_users_changed_live(dynamic_cluster: LocalCluster) -> None:
+    """(The users are stored encrypted: carol gets in once the broker decrypted them.)"""
     assert plain_login(dynamic_cluster, "carol", "carol-secret") != 0
     set_broker_configs(
         dynamic_cluster, "0", {PLAIN_JAAS: jaas_plain({**USERS, "carol": "carol-secret"})}
@@ -180,3 +200,72 @@ def test_plain_users_changed_live(dynamic_cluster: LocalCluster) -> None:
     )
     assert plain_login(dynamic_cluster, "alice", USERS["alice"]) == 0
     assert plain_login(dynamic_cluster, "carol", "wrong") != 0
+
+
+def test_passwords_are_refused_without_an_encoder_secret(secure_cluster: LocalCluster) -> None:
+    refused = refusal(secure_cluster, "0", {SCRAM_JAAS: SCRAM_MODULE})
+    assert refused.code() == CkError.INVALID_CONFIG, refused
+    assert "Password encoder secret not configured" in refused.str(), refused
+
+
+def stored_broker_config(cluster: LocalCluster) -> dict[str, str]:
+    with zookeeper_client(cluster.zookeeper_connect) as client:
+        path = znodes.config_entity_path(znodes.CONFIG_BROKERS, "0")
+        data, _ = client.get(path)
+    return znodes.decode_entity_config(path, data)
+
+
+def test_passwords_are_stored_encrypted_and_never_described(
+    dynamic_cluster: LocalCluster, pki: Pki
+) -> None:
+    truststore = "listener.name.ssl.ssl.truststore.location"  # the static CA again
+    set_broker_configs(dynamic_cluster, "0", {SCRAM_JAAS: SCRAM_MODULE, truststore: str(pki.ca)})
+    stored = stored_broker_config(dynamic_cluster)
+    assert stored[truststore] == str(pki.ca)
+    assert "ScramLoginModule" not in stored[SCRAM_JAAS]
+    assert "encryptedPassword:" in stored[SCRAM_JAAS]
+    # An incremental change decodes what is stored, and stores it encrypted again.
+    set_broker_configs(dynamic_cluster, "0", {truststore: str(pki.ca)})
+    assert "encryptedPassword:" in stored_broker_config(dynamic_cluster)[SCRAM_JAAS]
+
+    admin = CkAdmin({"bootstrap.servers": dynamic_cluster.bootstrap_servers})
+    resource = ConfigResource(ResourceType.BROKER, "0")
+    described = admin.describe_configs([resource])[resource].result(30)  # with synonyms
+    jaas = described[SCRAM_JAAS]
+    assert (jaas.value, jaas.is_sensitive, jaas.is_read_only) == (None, True, False)
+    assert jaas.source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+    assert [(s.name, s.value, s.source) for s in jaas.synonyms.values()] == [
+        (SCRAM_JAAS, None, ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    ]
+    static_jaas = described["listener.name.sasl_ssl.plain.sasl.jaas.config"]
+    assert (static_jaas.value, static_jaas.is_sensitive) == (None, True)
+    assert static_jaas.source == ConfigSource.STATIC_BROKER_CONFIG.value
+    trust = described[truststore]
+    assert (trust.value, trust.is_sensitive, trust.is_read_only) == (str(pki.ca), False, False)
+    assert trust.source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+    assert [(s.name, s.value, s.source) for s in trust.synonyms.values()] == [
+        (truststore, str(pki.ca), ConfigSource.DYNAMIC_BROKER_CONFIG.value),
+        ("ssl.truststore.location", str(pki.ca), ConfigSource.STATIC_BROKER_CONFIG.value),
+    ]
+    client_auth = described["listener.name.ssl.ssl.client.auth"]
+    assert (client_auth.value, client_auth.is_read_only) == ("required", True)
+    assert client_auth.source == ConfigSource.STATIC_BROKER_CONFIG.value
+    secret = described["password.encoder.secret"]
+    assert (secret.value, secret.is_sensitive) == (None, True)
+    assert secret.source == ConfigSource.STATIC_BROKER_CONFIG.value
+
+    # kafka-python reads the same.
+    kp_admin = KafkaAdminClient(bootstrap_servers=dynamic_cluster.bootstrap_servers)
+    try:
+        found = kp_admin.describe_configs(
+            [KpConfigResource(KpConfigResourceType.BROKER, "0")],
+            include_synonyms=True,
+            config_filter="all",
+        )["broker"]["0"]
+    finally:
+        kp_admin.close()
+    print(found[SCRAM_JAAS], found[truststore])
+    assert found[SCRAM_JAAS]["value"] is None
+    assert found[SCRAM_JAAS]["is_sensitive"] is True
+    assert found[truststore]["value"] == str(pki.ca)
+    assert ENCODER_SECRET not in repr(found) and "ScramLoginModule" not in repr(found)

@@ -31,6 +31,12 @@ from gregor.broker.security.listeners import (
     inter_broker_security,
     listener_security,
 )
+from gregor.broker.security.passwords import (
+    AES_KEY_LENGTHS,
+    CIPHER_ALGORITHMS,
+    KEY_FACTORY_ALGORITHMS,
+    PasswordEncoder,
+)
 from gregor.client.security import SASL_MECHANISMS, ClientSecurity
 from gregor.storage.config import MANAGER_SETTINGS, SYNONYM_SETTINGS, LogConfig, LogManagerConfig
 from gregor.storage.settings import (
@@ -47,6 +53,7 @@ from gregor.storage.settings import (
     integer,
     long,
     optional_string,
+    password,
     setting,
     short,
     string,
@@ -195,15 +202,15 @@ class BrokerConfig:
     ssl_keystore_certificate_chain: str | None = setting(
         "ssl.keystore.certificate.chain",
         None,
-        optional_string,
+        password,
         "the certificate chain as PEM text (with ssl.keystore.key)",
         sensitive=True,
     )
     ssl_keystore_key: str | None = setting(
-        "ssl.keystore.key", None, optional_string, "the private key as PEM text", sensitive=True
+        "ssl.keystore.key", None, password, "the private key as PEM text", sensitive=True
     )
     ssl_key_password: str | None = setting(
-        "ssl.key.password", None, optional_string, "the private key's password", sensitive=True
+        "ssl.key.password", None, password, "the private key's password", sensitive=True
     )
     ssl_truststore_type: str = setting(
         "ssl.truststore.type", "PEM", choice("PEM"), "the truststore's format (only PEM)"
@@ -212,7 +219,11 @@ class BrokerConfig:
         "ssl.truststore.location", None, optional_string, "a PEM file of trusted certificates"
     )
     ssl_truststore_certificates: str | None = setting(
-        "ssl.truststore.certificates", None, optional_string, "trusted certificates as PEM text"
+        "ssl.truststore.certificates",
+        None,
+        password,
+        "trusted certificates as PEM text",
+        sensitive=True,
     )
     ssl_client_auth: str = setting(
         "ssl.client.auth",
@@ -272,6 +283,48 @@ class BrokerConfig:
         100,
         integer(0),
         "a failed authentication is answered (and its connection closed) after this long",
+    )
+    # passwords set dynamically are stored encrypted (gregor.broker.security.passwords)
+    password_encoder_secret: str | None = setting(
+        "password.encoder.secret",
+        None,
+        password,
+        "encrypts the passwords of dynamic broker configs in ZooKeeper (unset: such configs "
+        "are refused); the same on every broker",
+        sensitive=True,
+    )
+    password_encoder_old_secret: str | None = setting(
+        "password.encoder.old.secret",
+        None,
+        password,
+        "the secret before a rotation: a broker starting re-encrypts its stored passwords "
+        "with password.encoder.secret",
+        sensitive=True,
+    )
+    password_encoder_keyfactory_algorithm: str | None = setting(
+        "password.encoder.keyfactory.algorithm",
+        None,
+        Parser(
+            ConfigType.STRING,
+            lambda key, value: choice(*KEY_FACTORY_ALGORITHMS)(key, value) if value else None,
+        ),
+        f"how the key is derived from the secret: one of {', '.join(KEY_FACTORY_ALGORITHMS)}",
+        otherwise="`PBKDF2WithHmacSHA512`",
+    )
+    password_encoder_cipher_algorithm: str = setting(
+        "password.encoder.cipher.algorithm",
+        CIPHER_ALGORITHMS[0],
+        choice(*CIPHER_ALGORITHMS),
+        f"the cipher of stored passwords: {' or '.join(CIPHER_ALGORITHMS)}",
+    )
+    password_encoder_key_length: int = setting(
+        "password.encoder.key.length",
+        128,
+        integer(8),
+        "the cipher's key length in bits: 128, 192 or 256",
+    )
+    password_encoder_iterations: int = setting(
+        "password.encoder.iterations", 4096, integer(1024), "PBKDF2's iteration count"
     )
     authorizer_class_name: str = setting(
         "authorizer.class.name",
@@ -671,6 +724,32 @@ class BrokerConfig:
         """The advertised endpoint of a listener."""
         return next((e for e in self.advertised_listeners if e.listener == listener), None)
 
+    @property
+    def password_encoder(self) -> PasswordEncoder | None:
+        """What encrypts the passwords of dynamic configs (None: no secret, they are
+        refused)."""
+        return self._encoder(self.password_encoder_secret)
+
+    @property
+    def password_decoders(self) -> tuple[PasswordEncoder, ...]:
+        """What may decrypt a stored password: the secret, then the old secret."""
+        found = (
+            self._encoder(self.password_encoder_secret),
+            self._encoder(self.password_encoder_old_secret),
+        )
+        return tuple(e for e in found if e is not None)
+
+    def _encoder(self, secret: str | None) -> PasswordEncoder | None:
+        if secret is None:
+            return None
+        return PasswordEncoder(
+            secret,
+            self.password_encoder_keyfactory_algorithm or next(iter(KEY_FACTORY_ALGORITHMS)),
+            self.password_encoder_cipher_algorithm,
+            self.password_encoder_key_length,
+            self.password_encoder_iterations,
+        )
+
     def describe(self) -> list[tuple[str, str | None, bool]]:
         """(name, value as text, is it the default) for every setting this broker and its
         log manager declare."""
@@ -752,6 +831,44 @@ def is_dynamic_listener_setting(key: str) -> bool:
         return True
     mechanism, _, rest = setting.partition(".")
     return rest == "sasl.jaas.config" and mechanism.upper() in SASL_MECHANISMS
+
+
+# A SASL mechanism's JAAS config, only ever per listener and mechanism (Kafka's password).
+SASL_JAAS_CONFIG: Final = Setting(
+    "sasl.jaas.config",
+    password,
+    "a SASL mechanism's login module and options: listener.name.<l>.<mechanism>.sasl.jaas.config",
+    None,
+    "none",
+    sensitive=True,
+)
+
+
+def listener_base(key: str) -> str | None:
+    """The setting a listener's key overrides (Kafka's synonym of it): `ssl.key.password`
+    for `listener.name.<l>.ssl.key.password`, `sasl.jaas.config` for
+    `listener.name.<l>.<mechanism>.sasl.jaas.config`; None for a key of no listener."""
+    if not key.startswith(LISTENER_PREFIX):
+        return None
+    _, _, setting = key[len(LISTENER_PREFIX) :].partition(".")
+    mechanism, _, rest = setting.partition(".")
+    if rest and mechanism.upper() in SASL_MECHANISMS:
+        return rest
+    return setting or None
+
+
+def broker_setting(key: str) -> Setting | None:
+    """The declaration of a broker key, listener keys by the setting they override."""
+    base = listener_base(key)
+    if base == SASL_JAAS_CONFIG.key:
+        return SASL_JAAS_CONFIG
+    return SERVER_SETTINGS.get(base or key)
+
+
+def is_password_config(key: str) -> bool:
+    """Whether a dynamic config is stored encrypted (gregor.broker.security.passwords)."""
+    declaration = broker_setting(key)
+    return declaration is not None and declaration.sensitive
 
 
 # Every server setting a broker reads, and those it accepts without effect.
@@ -868,6 +985,12 @@ def _check_relations(values: dict[str, Any]) -> None:
         )
     if not values["zookeeper_connect"]:
         raise config_error("zookeeper.connect", values["zookeeper_connect"], "must be set")
+    if values["password_encoder_key_length"] not in AES_KEY_LENGTHS:
+        raise config_error(
+            "password.encoder.key.length",
+            values["password_encoder_key_length"],
+            f"AES takes keys of {', '.join(map(str, AES_KEY_LENGTHS))} bits",
+        )
     wait = values["replica_fetch_wait_max_ms"]
     if wait > values["replica_socket_timeout_ms"]:
         raise config_error(

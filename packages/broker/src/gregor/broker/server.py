@@ -38,7 +38,7 @@ import trio
 
 from gregor.broker.apis import load_handlers
 from gregor.broker.authorization import ALLOW_ALL
-from gregor.broker.config import BrokerConfig
+from gregor.broker.config import BrokerConfig, is_password_config
 from gregor.broker.controller import Controller, ControllerSettings, controlled_shutdown
 from gregor.broker.coordinator.group import GroupConfig, GroupCoordinator
 from gregor.broker.coordinator.partitioning import partition_for
@@ -61,6 +61,7 @@ from gregor.broker.replica_manager import ReplicaManager
 from gregor.broker.replicated_topic import ReplicatedTopic
 from gregor.broker.replication_quotas import ReplicationQuotas
 from gregor.broker.security.acl_authorizer import AclAuthorizer, parse_super_users
+from gregor.broker.security.passwords import decode_passwords, encode_passwords
 from gregor.broker.services import Services
 from gregor.broker.topic_creation import TopicCreator
 from gregor.broker.topic_names import CONSUMER_OFFSETS, TRANSACTION_STATE
@@ -204,7 +205,10 @@ class Broker:
 
     def _config_changed(self, entity_type: str, name: str, config: dict[str, str]) -> None:
         """A dynamic config (ConfigChangeListener): the logs' settings, the controller's
-        (unclean leader election), and the client quotas (users and client ids)."""
+        (unclean leader election), and the client quotas (users and client ids). A broker's
+        passwords are stored encrypted: its parts get them decrypted."""
+        if entity_type == znodes.CONFIG_BROKERS:
+            config = decode_passwords(config, is_password_config, self.config.password_decoders)
         self.local_logs.config_changed(entity_type, name, config)
         self.quotas.config_changed(entity_type, name, config)
         if entity_type == znodes.CONFIG_TOPICS:
@@ -241,6 +245,7 @@ class Broker:
             self.cluster_id = await self.zk.create_or_get_cluster_id(znodes.new_cluster_id())
             log.info("broker %d: cluster id %s", self.broker_id, self.cluster_id)
             async with trio.open_nursery() as nursery:
+                await self._reencode_passwords()
                 # Every topic's and broker's dynamic config first: logs open with them.
                 await nursery.start(self.config_listener.run)
                 if self.acl_authorizer is not None:  # every ACL, before any request
@@ -281,6 +286,21 @@ class Broker:
         finally:
             await self.zk.close()
             log.info("broker %d stopped", self.broker_id)
+
+    async def _reencode_passwords(self) -> None:
+        """With password.encoder.old.secret set (a secret rotation), this broker's stored
+        passwords are encrypted again with password.encoder.secret, as Kafka does at start."""
+        encoder = self.config.password_encoder
+        if encoder is None or self.config.password_encoder_old_secret is None:
+            return
+        entity = str(self.broker_id)
+        stored = await self.zk.get_entity_configs(znodes.CONFIG_BROKERS, entity)
+        if not any(is_password_config(key) for key in stored):
+            return
+        decoded = decode_passwords(stored, is_password_config, self.config.password_decoders)
+        encoded = encode_passwords(decoded, is_password_config, encoder)
+        await self.zk.change_entity_config(znodes.CONFIG_BROKERS, entity, encoded)
+        log.info("broker %d: dynamic passwords encrypted with the new secret", self.broker_id)
 
     def _install_gauges(self) -> None:
         """The gauges of the controller and the coordinators, read when scraped."""

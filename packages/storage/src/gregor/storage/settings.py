@@ -212,6 +212,8 @@ def choice(*options: str) -> Parser:
 
 string: Final = Parser(ConfigType.STRING, lambda key, value: str(value).strip())
 optional_string: Final = Parser(ConfigType.STRING, lambda key, value: str(value).strip() or None)
+# A secret: DescribeConfigs reports it as sensitive, with no value.
+password: Final = Parser(ConfigType.PASSWORD, optional_string.parse)
 
 
 def accepted(key: str, kind: ConfigType, doc: str) -> Setting:

@@ -8,6 +8,9 @@ configs, and a broker's own settings are altered through that broker.
 
 A described value names its source, the most specific first: the topic's override, the
 broker's dynamic setting, the cluster-wide dynamic default, server.properties, the default.
+A broker's listener keys (`listener.name.<l>.<setting>`) are listed when set, with the
+setting they override as a synonym. Sensitive values are never sent; password configs are
+stored encrypted (gregor.broker.security.passwords) and refused without a secret.
 """
 
 from __future__ import annotations
@@ -23,8 +26,12 @@ from gregor.broker.config import (
     DYNAMIC_BROKER_CONFIGS,
     REPLICATION_THROTTLES,
     SERVER_SETTINGS,
+    broker_setting,
     is_dynamic_listener_setting,
+    is_password_config,
+    listener_base,
 )
+from gregor.broker.security.passwords import decode_passwords, encode_passwords
 from gregor.broker.topic_names import validate_topic_name
 from gregor.broker.zk import znodes
 from gregor.protocol.apis import ApiKey
@@ -154,9 +161,18 @@ def describe_broker(
         server_key = server_keys[0][0]
         given = services.config.properties.get(server_key)
         values.setdefault(server_key, (given or log_defaults.get(topic_key), given is None))
+    # Listener keys (`listener.name.<l>.<setting>`) set statically or dynamically, each
+    # with the setting it overrides as its synonym, as Kafka lists them.
+    for keys in (services.config.properties, own, default):
+        for name in keys:
+            if listener_base(name) is not None:
+                values.setdefault(name, (None, False))
     entries = []
     for name, (value, _is_default) in sorted(values.items()):
-        synonyms = _broker_synonyms(services, [name], own, default)
+        base = listener_base(name)
+        synonyms = _broker_synonyms(
+            services, [name] if base is None else [name, base], own, default
+        )
         if not per_broker:
             synonyms = [s for s in synonyms if s[2] == DYNAMIC_DEFAULT_BROKER]
             if not synonyms:
@@ -169,8 +185,8 @@ def describe_broker(
                 name,
                 value,
                 source,
-                SERVER_SETTINGS.get(name),
-                name not in DYNAMIC_BROKER_CONFIGS,
+                broker_setting(name),
+                name not in DYNAMIC_BROKER_CONFIGS and not is_dynamic_listener_setting(name),
                 tuple(synonyms),
             )
         )
@@ -181,14 +197,17 @@ def _result_entry(
     entry: ConfigEntry, synonyms: bool, documentation: bool, version: int
 ) -> DescribeConfigsResourceResult:
     declared = entry.declaration
+    sensitive = declared is not None and declared.sensitive  # its value is never sent
     return DescribeConfigsResourceResult(
         name=entry.name,
-        value=entry.value,
+        value=None if sensitive else entry.value,
         read_only=entry.read_only,
         is_default=version == 0 and entry.source == DEFAULT,  # v1+ say config_source
         config_source=entry.source,
-        is_sensitive=declared is not None and declared.sensitive,
-        synonyms=[DescribeConfigsSynonym(n, v, s) for n, v, s in entry.synonyms]
+        is_sensitive=sensitive,
+        synonyms=[
+            DescribeConfigsSynonym(n, None if sensitive else v, s) for n, v, s in entry.synonyms
+        ]
         if synonyms
         else [],
         config_type=declared.type if declared else ConfigType.STRING,
@@ -335,7 +354,11 @@ async def _alter_broker(
     except InvalidConfigError as exc:
         raise config_error(BROKER, entity, exc) from exc
     if not validate_only:
-        await services.zk.change_entity_config(znodes.CONFIG_BROKERS, entity, config)
+        try:  # passwords are stored encrypted, or refused without password.encoder.secret
+            stored = encode_passwords(config, is_password_config, services.config.password_encoder)
+        except InvalidConfigError as exc:
+            raise config_error(BROKER, entity, exc) from exc
+        await services.zk.change_entity_config(znodes.CONFIG_BROKERS, entity, stored)
 
 
 R = TypeVar("R", AlterConfigsResourceResponse, IncrementalResult)
@@ -427,7 +450,11 @@ async def _incremental(
         declarations = TOPIC_SETTINGS
     elif kind == BROKER:
         entity = _broker_entity(services, name)
-        current = await services.zk.get_entity_configs(znodes.CONFIG_BROKERS, entity)
+        current = decode_passwords(
+            await services.zk.get_entity_configs(znodes.CONFIG_BROKERS, entity),
+            is_password_config,
+            services.config.password_decoders,
+        )
         defaults = {}
         declarations = {k: SERVER_SETTINGS[k] for k in DYNAMIC_BROKER_CONFIGS}
     else:
