@@ -4,6 +4,9 @@ rotated live serves new connections at once while open ones go on, and a listene
 users changed live let a new user in. A keystore that does not load, or a listener setting
 for the cluster-wide default, is refused with INVALID_CONFIG and nothing changes.
 
+A CA rotation on the inter-broker listener keeps replication going: new inter-broker
+connections use the reloaded truststore and keystore.
+
 Passwords (JAAS configs, keys) are stored in ZooKeeper encrypted with
 password.encoder.secret, refused without one, and never described: DescribeConfigs lists
 the listener keys with their source and synonyms, a password as sensitive with no value."""
@@ -44,7 +47,14 @@ from gregor.protocol.apis.incremental_alter_configs import (
 )
 from gregor.protocol.apis.sasl_authenticate import SaslAuthenticateRequest
 from gregor.protocol.apis.sasl_handshake import SaslHandshakeRequest
-from gregor_testing.cluster import WireClient, create_topic, unique_topic, wait_for
+from gregor_testing.cluster import (
+    WireClient,
+    create_topic,
+    log_mark,
+    unique_topic,
+    wait_for,
+    wait_for_log,
+)
 from gregor_testing.processes import zookeeper_client
 from gregor_testing.security import USERS, Pki, jaas_plain, mtls_context, running_secure_cluster
 
@@ -64,7 +74,7 @@ def dynamic_cluster(
 ) -> Iterator[LocalCluster]:
     directory = tmp_path_factory.mktemp("dynamic")
     extra = {"password.encoder.secret": ENCODER_SECRET}
-    with running_secure_cluster(request, directory, zookeeper, pki, 1, extra) as cluster:
+    with running_secure_cluster(request, directory, zookeeper, pki, 2, extra) as cluster:
         yield cluster
 
 
@@ -269,3 +279,77 @@ def test_passwords_are_stored_encrypted_and_never_described(
     assert found[SCRAM_JAAS]["is_sensitive"] is True
     assert found[truststore]["value"] == str(pki.ca)
     assert ENCODER_SECRET not in repr(found) and "ScramLoginModule" not in repr(found)
+
+
+def test_replication_goes_on_after_an_inter_broker_ca_rotation(
+    dynamic_cluster: LocalCluster, pki: Pki, tmp_path: Path
+) -> None:
+    """As operators rotate a CA with KIP-226, broker by broker: trust both CAs, serve
+    certificates of the new one, trust only the new one. Then broker 1 restarts, so every
+    inter-broker connection to or from it is new: broker 0 (never restarted) makes them with
+    its reloaded truststore, broker 1 with the dynamic settings it read at start."""
+    new_ca = trustme.CA()
+    new_ca_path, both_cas = tmp_path / "new-ca.pem", tmp_path / "both-cas.pem"
+    new_ca.cert_pem.write_to_path(str(new_ca_path))
+    both_cas.write_bytes(pki.ca.read_bytes() + new_ca.cert_pem.bytes())
+    keystore = tmp_path / "new-broker.pem"
+    new_ca.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(
+        str(keystore)
+    )
+    truststore = "listener.name.sasl_ssl.ssl.truststore.location"
+    for step in (
+        {truststore: str(both_cas)},
+        {"listener.name.sasl_ssl.ssl.keystore.location": str(keystore)},
+        {truststore: str(new_ca_path)},
+    ):
+        for broker in dynamic_cluster.brokers:
+            mark = log_mark(broker)
+            set_broker_configs(dynamic_cluster, str(broker.broker_id), step)
+            wait_for_log(broker, "listener security reloaded", mark)
+
+    restarted = dynamic_cluster.broker(1)
+    restarted.terminate()
+    restarted.wait(60)
+    restarted.start()
+    values = [b"v%d" % i for i in range(20)]
+    for leader, follower in ((1, 0), (0, 1)):
+        topic = unique_topic(f"rotated-{leader}")
+        create_topic(
+            dynamic_cluster,
+            topic,
+            1,
+            2,
+            assignment={0: [leader, follower]},
+            configs={"min.insync.replicas": "2"},
+        )
+        # acks=all with min.insync.replicas=2: only once the follower replicates.
+        producer = CkProducer(
+            {
+                "bootstrap.servers": dynamic_cluster.bootstrap_servers,
+                "acks": "all",
+                "message.timeout.ms": 60_000,
+            }
+        )
+        errors: list[object] = []
+        try:
+            for value in values:
+                producer.produce(
+                    topic, value, on_delivery=lambda err, _msg, out=errors: out.append(err)
+                )
+            assert producer.flush(90) == 0
+        finally:
+            producer.close()
+        assert errors == [None] * len(values), errors
+        consumer = CkConsumer(
+            {"bootstrap.servers": dynamic_cluster.bootstrap_servers, "group.id": unique_topic("g")}
+        )
+        try:
+            consumer.assign([CkTopicPartition(topic, 0, 0)])
+            read: list[bytes] = []
+            while len(read) < len(values):
+                message = consumer.poll(10)
+                assert message is not None and message.error() is None, message
+                read.append(message.value())
+        finally:
+            consumer.close()
+        assert read == values

@@ -33,6 +33,7 @@ from gregor.broker.partition import Partition
 from gregor.broker.replication_quotas import ReplicationQuotas
 from gregor.client.connection import BrokerConnection, ConnectionConfig
 from gregor.client.fetch_sessions import SESSION_ERRORS, FetchSessionHandler
+from gregor.client.security import SecuritySettings
 from gregor.protocol.apis.fetch import FetchPartition as FetchPartitionRequest
 from gregor.protocol.apis.fetch import FetchRequest, FetchResponse, PartitionData
 from gregor.protocol.apis.list_offsets import (
@@ -93,6 +94,8 @@ class FetcherHost(Protocol):
     def partition(self, topic: str, partition: int) -> Partition | None: ...
     @property
     def replication_quotas(self) -> ReplicationQuotas: ...
+    @property
+    def inter_broker_security(self) -> SecuritySettings: ...
 
 
 class FetcherManager:
@@ -163,7 +166,7 @@ class ReplicaFetcher:
             / 1000,
             connect_timeout=config.replica_socket_timeout_ms / 1000,
             max_in_flight=1,
-            security=config.inter_broker_security,
+            security=manager.inter_broker_security,
         )
 
     def __repr__(self) -> str:

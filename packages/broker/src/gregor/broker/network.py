@@ -571,22 +571,24 @@ class SocketServer:
         self.listener_security: Mapping[str, ListenerSecurity] = config.listener_security
         self._dynamic_listener_settings: dict[str, str] = {}
 
-    def reconfigure(self, dynamic: Mapping[str, str]) -> None:
+    def reconfigure(self, dynamic: Mapping[str, str]) -> BrokerConfig | None:
         """This broker's dynamic config (/config/brokers/<id>) changed: its listener settings
         (KIP-226) are loaded again, even unchanged, so a keystore rewritten in place is read
         afresh. New connections get the result; open ones keep the TLS session and SASL
-        principal they have. Settings that do not load leave the current ones in place."""
+        principal they have. Settings that do not load leave the current ones in place.
+        The configuration they make (for the inter-broker connections), if reloaded."""
         settings = {k: v for k, v in dynamic.items() if is_dynamic_listener_setting(k)}
         if not settings and not self._dynamic_listener_settings:
-            return
+            return None
         try:
-            security = self.config.with_overrides(settings).listener_security
+            reloaded = self.config.with_overrides(settings)
         except InvalidConfigError as exc:
             log.error("dynamic listener settings not applied, the current ones stay: %s", exc)
-            return
-        self.listener_security = security
+            return None
+        self.listener_security = reloaded.listener_security
         self._dynamic_listener_settings = settings
         log.info("listener security reloaded with dynamic settings %s", sorted(settings))
+        return reloaded
 
     async def bind(self) -> None:
         """Bind every listener (port 0: the kernel picks, and `bound` tells which)."""

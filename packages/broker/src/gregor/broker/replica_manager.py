@@ -37,6 +37,7 @@ from gregor.broker.purgatory import Purgatory
 from gregor.broker.replication_quotas import ReplicationQuotas
 from gregor.broker.topic_names import INTERNAL_TOPICS
 from gregor.broker.zk import LeaderAndIsr, TopicPartition
+from gregor.client.security import SecuritySettings
 from gregor.protocol.apis.leader_and_isr import (
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
@@ -179,6 +180,8 @@ class ReplicaManager:
         self.isr_store = isr_store
         # The replication throttles (the broker installs its own, fed by dynamic configs).
         self.replication_quotas = ReplicationQuotas(config.broker_id)
+        # How the fetchers connect to leaders (the broker installs its reloadable one).
+        self.inter_broker_security: SecuritySettings = config.inter_broker_security
         self.partitions: dict[Key, Partition] = {}
         self.controller_epoch = -1
         self.produce_purgatory = Purgatory("produce")

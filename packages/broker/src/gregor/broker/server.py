@@ -61,6 +61,7 @@ from gregor.broker.replica_manager import ReplicaManager
 from gregor.broker.replicated_topic import ReplicatedTopic
 from gregor.broker.replication_quotas import ReplicationQuotas
 from gregor.broker.security.acl_authorizer import AclAuthorizer, parse_super_users
+from gregor.broker.security.listeners import InterBrokerSecurity
 from gregor.broker.security.passwords import decode_passwords, encode_passwords
 from gregor.broker.services import Services
 from gregor.broker.topic_creation import TopicCreator
@@ -83,7 +84,11 @@ class Broker:
         self.config = config
         self.broker_id = config.broker_id
         self.cluster_id = ""
-        self.controller_settings = ControllerSettings.from_config(config)
+        # Read at each inter-broker connect: dynamic listener settings replace it (KIP-226).
+        self.inter_broker_security = InterBrokerSecurity(config.inter_broker_security)
+        self.controller_settings = ControllerSettings.from_config(
+            config, self.inter_broker_security
+        )
         self.metrics = Metrics()
         self.quotas = ClientQuotas(config.quota_window_num, config.quota_window_size_seconds)
         self.replication_quotas = ReplicationQuotas(
@@ -100,13 +105,14 @@ class Broker:
             config, self.metadata_cache, self.metrics, self.local_logs, self.zk
         )
         self.replica_manager.replication_quotas = self.replication_quotas
+        self.replica_manager.inter_broker_security = self.inter_broker_security
         self.group_coordinator = self._group_coordinator()
         self.producer_ids = ProducerIds(config.broker_id, self.zk.allocate_producer_id_block)
         self.marker_transport = InterBrokerMarkerTransport(
             self.broker_id,
             self.metadata_cache,
             config.inter_broker_listener_name,
-            security=config.inter_broker_security,
+            security=self.inter_broker_security,
         )
         self.transaction_coordinator = self._transaction_coordinator()
         self.txn_verifier = TxnVerifier(self._transaction_coordinator_of, self.marker_transport)
@@ -216,7 +222,9 @@ class Broker:
         elif entity_type == znodes.CONFIG_BROKERS:
             self.replication_quotas.broker_config_changed(name, config)
             if name == str(self.broker_id):
-                self.socket_server.reconfigure(config)
+                reloaded = self.socket_server.reconfigure(config)
+                if reloaded is not None:
+                    self.inter_broker_security.current = reloaded.inter_broker_security
         if self._controller is not None:
             self._controller.config_changed(entity_type, name, config)
 

@@ -37,6 +37,7 @@ from gregor.client.frames import FrameReceiver
 from gregor.client.security import (
     ClientSecurity,
     SaslCredentials,
+    SecuritySettings,
     SslAuthenticationError,
     sasl_client,
 )
@@ -78,7 +79,7 @@ class ConnectionConfig:
     max_in_flight: int = 5  # max.in.flight.requests.per.connection
     # A ceiling on one response frame, so a corrupt size prefix cannot exhaust memory.
     max_response_size: int = 1 << 30
-    security: ClientSecurity = attrs.field(factory=ClientSecurity)  # TLS and SASL
+    security: SecuritySettings = attrs.field(factory=ClientSecurity)  # TLS and SASL
     receive_size: int = 1 << 20
     # SO_SNDBUF / SO_RCVBUF (send.buffer.bytes, receive.buffer.bytes); -1: the OS default.
     send_buffer: int = -1

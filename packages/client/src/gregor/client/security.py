@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import ssl
 from collections.abc import Callable
+from typing import Protocol
 
 import attrs
 import scramp
@@ -46,6 +47,17 @@ class SaslCredentials:
     mechanism: str  # one of SASL_MECHANISMS
     username: str
     password: str = attrs.field(repr=False)
+
+
+class SecuritySettings(Protocol):
+    """What a connection reads of its security each time it connects (or re-authenticates):
+    a `ClientSecurity`, or something that changes, as a broker's inter-broker security does
+    when its listener's certificates are rotated."""
+
+    @property
+    def ssl_context(self) -> ssl.SSLContext | None: ...
+    @property
+    def sasl(self) -> SaslCredentials | None: ...
 
 
 @attrs.frozen

@@ -19,7 +19,7 @@ import trio
 
 from gregor.broker.zk.znodes import BrokerRegistration
 from gregor.client.connection import BrokerConnection, ConnectionConfig
-from gregor.client.security import ClientSecurity
+from gregor.client.security import ClientSecurity, SecuritySettings
 from gregor.protocol.errors import NetworkError, ProtocolError, UnsupportedVersionError
 from gregor.protocol.schema import Request, Response
 
@@ -108,7 +108,7 @@ class ControllerChannelManager:
         controller_id: int,
         listener: str,
         request_timeout: float = 30.0,
-        security: ClientSecurity = ClientSecurity(),  # noqa: B008 (frozen)
+        security: SecuritySettings = ClientSecurity(),  # noqa: B008 (frozen)
     ) -> None:
         self.controller_id = controller_id
         self.listener = listener

@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 
 from gregor.broker.config import BrokerConfig
-from gregor.client.security import ClientSecurity
+from gregor.client.security import ClientSecurity, SecuritySettings
 
 
 @attrs.frozen
@@ -22,10 +22,12 @@ class ControllerSettings:
     controlled_shutdown_retry_backoff_s: float = 5.0  # controlled.shutdown.retry.backoff.ms
     zookeeper_connection_timeout_s: float = 18.0  # zookeeper.connection.timeout.ms
     # TLS and SASL of the inter-broker listener (inter.broker.listener.name)
-    security: ClientSecurity = attrs.field(factory=ClientSecurity)
+    security: SecuritySettings = attrs.field(factory=ClientSecurity)
 
     @classmethod
-    def from_config(cls, config: BrokerConfig) -> ControllerSettings:
+    def from_config(
+        cls, config: BrokerConfig, security: SecuritySettings | None = None
+    ) -> ControllerSettings:
         return cls(
             broker_id=config.broker_id,
             inter_broker_listener=config.inter_broker_listener_name,
@@ -38,5 +40,5 @@ class ControllerSettings:
             controlled_shutdown_max_retries=config.controlled_shutdown_max_retries,
             controlled_shutdown_retry_backoff_s=config.controlled_shutdown_retry_backoff_ms / 1000,
             zookeeper_connection_timeout_s=config.zookeeper_connection_timeout_ms / 1000,
-            security=config.inter_broker_security,
+            security=security or config.inter_broker_security,
         )

@@ -70,6 +70,24 @@ class ListenerSecurity:
         return self.protocol.startswith("SASL_")
 
 
+class InterBrokerSecurity:
+    """How this broker connects to the others now (a gregor-client `SecuritySettings`):
+    the fetchers, the controller's channels and the marker transport read it at each
+    connect, so a rotated inter-broker truststore or keystore (KIP-226) serves every new
+    connection; open ones keep their TLS session."""
+
+    def __init__(self, current: ClientSecurity) -> None:
+        self.current = current
+
+    @property
+    def ssl_context(self) -> ssl.SSLContext | None:
+        return self.current.ssl_context
+
+    @property
+    def sasl(self) -> SaslCredentials | None:
+        return self.current.sasl
+
+
 def listener_security(
     listener: str, protocol: str, lookup: Lookup, for_mechanism: Callable[[str, str], Any]
 ) -> ListenerSecurity:

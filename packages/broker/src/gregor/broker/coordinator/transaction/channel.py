@@ -15,7 +15,7 @@ import trio
 from gregor.broker.coordinator.transaction.markers import NO_LEADER
 from gregor.broker.metadata_cache import Node, PartitionState
 from gregor.client.connection import BrokerConnection, ConnectionConfig
-from gregor.client.security import ClientSecurity
+from gregor.client.security import ClientSecurity, SecuritySettings
 from gregor.protocol.apis.write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from gregor.protocol.errors import NetworkError
 from gregor.protocol.schema import Request, Response
@@ -40,7 +40,7 @@ class InterBrokerMarkerTransport:
         cluster: ClusterView,
         listener: str,
         request_timeout_s: float = 30.0,
-        security: ClientSecurity = ClientSecurity(),  # noqa: B008 (frozen)
+        security: SecuritySettings = ClientSecurity(),  # noqa: B008 (frozen)
     ) -> None:
         self.cluster = cluster
         self.listener = listener
