@@ -5,7 +5,7 @@ the broker-wide `connections.max.reauth.ms` elsewhere.
 On the wire: the final SaslAuthenticate answer carries the lifetime; a SaslHandshake on the
 live connection re-authenticates it behind a request still in flight; a changed principal or
 mechanism is refused as Kafka refuses it; a request after expiry closes the connection.
-With real clients: librdkafka, kafka-python and gregor-client (so the brokers' own
+With real clients: librdkafka, kafka-python, KafkaJS and gregor-client (so the brokers' own
 connections too) re-authenticate while producing, every record delivered once; aiokafka does
 not, so its connection is closed at expiry and it reconnects, and loses nothing either.
 """
@@ -13,8 +13,12 @@ not, so its connection is closed at expiry and it reconnects, and loses nothing 
 from __future__ import annotations
 
 import asyncio
+import json
+import shutil
+import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -316,3 +320,52 @@ def test_gregor_client_reauthenticates_while_producing(
     assert offsets == list(range(len(offsets)))
     assert expirations(reauth_cluster, mark) == 0
     assert expirations(reauth_cluster, mark, "broker") == 0
+
+
+INTEROP = Path(__file__).resolve().parents[1] / "interop"
+
+
+@pytest.mark.skipif(
+    shutil.which("node") is None or not (INTEROP / "node_modules" / "kafkajs").is_dir(),
+    reason="KafkaJS is not installed (infra/setup.sh installs it into tests/interop)",
+)
+def test_kafkajs_reauthenticates_while_producing(reauth_cluster: LocalCluster) -> None:
+    """KafkaJS re-authenticates before a request once its session is within
+    `reauthenticationThreshold` of its lifetime (here 1.5 s of PLAIN's 3 s)."""
+    topic = unique_topic("kjs-reauth")
+    create_topic(reauth_cluster, topic)
+    mark = log_mark(reauth_cluster.broker(0))
+    node = subprocess.Popen(
+        [
+            "node",
+            str(INTEROP / "kafkajs_reauth.js"),
+            reauth_cluster.bootstrap_servers_of("SASL_PLAINTEXT"),
+            topic,
+            "alice",
+            USERS["alice"],
+            str(PLAIN_LIFETIME_MS // 2),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=INTEROP,
+    )
+    try:
+        wait_for(
+            lambda: (
+                reauthentications(reauth_cluster, mark, "SASL_PLAINTEXT") >= 2
+                or node.poll() is not None
+            ),
+            60,
+            "KafkaJS to re-authenticate twice",
+        )
+        out, err = node.communicate(b"stop\n", timeout=60)
+    finally:
+        if node.poll() is None:
+            node.kill()
+            node.wait()
+    assert node.returncode == 0, err.decode(errors="replace")
+    offsets = json.loads(out)["offsets"]
+    assert offsets == list(range(len(offsets)))
+    assert reauthentications(reauth_cluster, mark, "SASL_PLAINTEXT") >= 2
+    assert expirations(reauth_cluster, mark) == 0
