@@ -1,6 +1,8 @@
 """A partition leader verifies a transactional batch that would start a transaction on its
 partition with the transaction coordinator (KIP-890 part 1): a produce to a partition the
-producer never added is refused with INVALID_TXN_STATE and nothing is appended."""
+producer never added is refused with INVALID_TXN_STATE and nothing is appended. Transactional
+batches in a Produce without a transactional id are refused as Kafka refuses them
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED), so they cannot skip the check."""
 
 from __future__ import annotations
 
@@ -30,7 +32,13 @@ E = ErrorCode
 
 
 def produce(
-    cluster: LocalCluster, tid: str, topic: str, partition: int, pid: int, epoch: int, seq: int
+    cluster: LocalCluster,
+    tid: str | None,
+    topic: str,
+    partition: int,
+    pid: int,
+    epoch: int,
+    seq: int,
 ) -> Any:
     builder = BatchBuilder(
         producer_id=pid, producer_epoch=epoch, base_sequence=seq, is_transactional=True
@@ -76,6 +84,11 @@ def test_produce_to_a_partition_not_in_the_transaction(txn_cluster: LocalCluster
         before = end_offset(txn_cluster, topic, 1)
         refused = produce(txn_cluster, tid, topic, 1, pid, epoch, 0)
         assert refused.error_code == E.INVALID_TXN_STATE
+        anonymous = produce(txn_cluster, None, topic, 1, pid, epoch, 0)
+        assert anonymous.error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        assert produce(txn_cluster, None, topic, 0, pid, epoch, 0).error_code == (
+            E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        )
         assert end_offset(txn_cluster, topic, 1) == before
         # Partition 0 was added: its first batch is verified, the next one simply appended.
         assert produce(txn_cluster, tid, topic, 0, pid, epoch, 0).error_code == E.NONE

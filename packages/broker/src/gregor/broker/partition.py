@@ -26,16 +26,18 @@ from typing import Final, Protocol
 
 import attrs
 
+from gregor.broker.txn_verification import VerificationGuard
 from gregor.protocol.apis.leader_and_isr import LeaderAndIsrPartitionState
 from gregor.protocol.errors import (
     ErrorCode,
     FencedLeaderEpochError,
+    InvalidTxnStateError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     OffsetNotAvailableError,
     UnknownLeaderEpochError,
 )
-from gregor.protocol.records import ControlType
+from gregor.protocol.records import BATCH_HEADER_SIZE, ControlType, read_batch_header
 from gregor.storage.log import Log
 from gregor.storage.producer_state import AppendOrigin
 from gregor.storage.results import (
@@ -154,6 +156,8 @@ class Partition:
         # for an expansion (the stricter one for the HW); the current one for a shrink.
         self.pending_isr: frozenset[int] | None = None
         self.followers: dict[int, FollowerState] = {}
+        # The leader's transaction verifications under way, by producer id.
+        self.verifying: dict[int, VerificationGuard] = {}
 
     def __repr__(self) -> str:
         role = "leader" if self.is_leader else f"follower of {self.leader_id}"
@@ -232,6 +236,8 @@ class Partition:
                 sorted(self.isr),
                 local_log.high_watermark,
             )
+        if new_leader:
+            self.verifying.clear()
         self.partition_epoch = state.partition_epoch
         self.leader_id = self.local_id
         self.maybe_increment_high_watermark(now)
@@ -253,6 +259,7 @@ class Partition:
         self.isr = frozenset()
         self.pending_isr = None
         self.followers = {}
+        self.verifying.clear()
         if new_epoch:
             log.info(
                 "%s-%d: follower of %d at epoch %d from offset %d, high watermark %d",
@@ -272,6 +279,7 @@ class Partition:
         self.isr = frozenset()
         self.pending_isr = None
         self.followers = {}
+        self.verifying.clear()
         self.host.partition_changed(self)
 
     # -- leader epoch checks -------------------------------------------------------------
@@ -302,14 +310,39 @@ class Partition:
 
     # -- appends (leader) -------------------------------------------------------------------
 
+    def start_txn_verification(self, producer_id: int) -> VerificationGuard | None:
+        """The guard a transactional append of the producer must present once the
+        coordinator has confirmed the partition; None when its transaction is already
+        ongoing here (nothing to ask). A verification under way is joined, not restarted."""
+        producer = self.local_log().producer_state.producers.get(producer_id)
+        if producer is not None and producer.current_txn_first_offset is not None:
+            return None
+        return self.verifying.setdefault(producer_id, VerificationGuard())
+
     def append_as_leader(
         self,
         records: bytes | bytearray | memoryview,
         acks: int,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        *,
+        verified: bool = False,
+        guard: VerificationGuard | None = None,
     ) -> AppendInfo:
+        """`verified`: a producer's Produce, whose transactional batch may start a
+        transaction here only with the guard the verification handed out (still kept)."""
         leader_log = self._leader_log_for(acks)
+        txn_producer = None
+        if verified and len(records) >= BATCH_HEADER_SIZE:
+            header = read_batch_header(records)
+            if header.is_transactional:
+                txn_producer = header.producer_id
+                producer = leader_log.producer_state.producers.get(txn_producer)
+                ongoing = producer is not None and producer.current_txn_first_offset is not None
+                if not ongoing and (guard is None or self.verifying.get(txn_producer) is not guard):
+                    raise InvalidTxnStateError("Record was not part of an ongoing transaction")
         info = leader_log.append_as_leader(records, self.leader_epoch, origin)
+        if txn_producer is not None:
+            self.verifying.pop(txn_producer, None)  # the transaction is ongoing here now
         self._appended()
         return info
 
@@ -321,6 +354,7 @@ class Partition:
         info = leader_log.append_txn_marker(
             producer_id, producer_epoch, control, coordinator_epoch, self.leader_epoch
         )
+        self.verifying.pop(producer_id, None)  # a verification under way is now stale
         self._appended()
         return info
 

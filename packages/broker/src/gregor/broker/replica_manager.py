@@ -36,6 +36,7 @@ from gregor.broker.partition import Partition, ReadResult, now_ms
 from gregor.broker.purgatory import Purgatory
 from gregor.broker.replication_quotas import ReplicationQuotas
 from gregor.broker.topic_names import INTERNAL_TOPICS
+from gregor.broker.txn_verification import VerificationGuard
 from gregor.broker.zk import LeaderAndIsr, TopicPartition
 from gregor.client.security import SecuritySettings
 from gregor.protocol.apis.leader_and_isr import (
@@ -454,8 +455,13 @@ class ReplicaManager:
         acks: int,
         *,
         internal_allowed: bool = False,
+        txn_guards: Mapping[Key, VerificationGuard] | None = None,
     ) -> Appended:
-        """Append to the leaders now (in the order of the calls); `replicated` waits."""
+        """Append to the leaders now (in the order of the calls); `replicated` waits.
+
+        `txn_guards`, for a producer's Produce: the transaction verification guard of each
+        partition that had one (see `Partition.append_as_leader`); None for the broker's
+        own writers, which are not verified."""
         results: dict[Key, ProduceResult] = {}
         waiting: dict[Key, int] = {}  # for acks=all: the offset the HW must reach
         for key, records in entries.items():
@@ -466,7 +472,12 @@ class ReplicaManager:
                 continue
             try:
                 partition = self.partition_or_error(topic, index)
-                info = partition.append_as_leader(records, acks)
+                if txn_guards is None:
+                    info = partition.append_as_leader(records, acks)
+                else:
+                    info = partition.append_as_leader(
+                        records, acks, verified=True, guard=txn_guards.get(key)
+                    )
             except KafkaError as exc:
                 self.metrics.failed_produce_requests.mark()
                 bad = exc.record_errors if isinstance(exc, InvalidRecordError) else ()

@@ -7,6 +7,12 @@ coordinator's broker over the inter-broker listener. Otherwise a producer that n
 the partition would leave a transaction no marker ever ends (a hanging transaction, which
 pins the last stable offset). Batches of a transaction already ongoing on the partition
 need no round trip.
+
+The leader hands out a `VerificationGuard` per producer when it starts asking, and keeps it
+until the producer's next transactional append or marker there; the append must present the
+guard still kept. A marker written while the coordinator was being asked (the transaction
+ended, say by its timeout) drops the guard, so a stale answer cannot start a transaction the
+coordinator has already ended (Kafka's VerificationGuard).
 """
 
 from __future__ import annotations
@@ -39,6 +45,12 @@ _RETRIABLE = frozenset(
         ErrorCode.OPERATION_NOT_ATTEMPTED,
     }
 )
+
+
+class VerificationGuard:
+    """One verification of one producer on one partition: compared by identity."""
+
+    __slots__ = ()
 
 
 class InterBrokerRequests(Protocol):

@@ -13,6 +13,7 @@ import logging
 from gregor.broker.apis import CloseConnection, Later, RequestContext, handles
 from gregor.broker.authorization import AclOperation, ResourceType
 from gregor.broker.replica_manager import ProduceResult
+from gregor.broker.txn_verification import VerificationGuard
 from gregor.protocol.apis import ApiKey
 from gregor.protocol.apis.produce import (
     BatchIndexAndErrorMessage,
@@ -79,8 +80,12 @@ async def produce(
 ) -> ProduceResponse | Later | None:
     entries = {}
     invalid: dict[tuple[str, int], ProduceResult] = {}
-    txn_refused = request.transactional_id is not None and not ctx.authorized(
-        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
+    # Kafka's rule: transactional batches need a transactional id the client may write.
+    txn_refused = _has_transactional_records(request) and (
+        request.transactional_id is None
+        or not ctx.authorized(
+            AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
+        )
     )
     for topic in request.topic_data:
         refused = (
@@ -99,10 +104,10 @@ async def produce(
                 entries[key] = check_records(data.records, version)
             except KafkaError as exc:
                 invalid[key] = ProduceResult(exc.code, message=str(exc))
+    guards: dict[tuple[str, int], VerificationGuard] = {}
     if request.transactional_id is not None and entries:
-        for key, error in (
-            await _verify_transactions(ctx, request.transactional_id, entries)
-        ).items():
+        unverified, guards = await _verify_transactions(ctx, request.transactional_id, entries)
+        for key, error in unverified.items():
             del entries[key]
             invalid[key] = ProduceResult(
                 error,
@@ -115,7 +120,7 @@ async def produce(
             key: ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS) for key in [*entries, *invalid]
         }
     else:
-        appended = ctx.services.replica_manager.append(entries, request.acks)
+        appended = ctx.services.replica_manager.append(entries, request.acks, txn_guards=guards)
         appended.results.update(invalid)
         if appended.waiting:
             # acks=all: the appends are done; the answer waits for the ISR, in its turn.
@@ -132,15 +137,31 @@ async def produce(
     return _response(results, version)
 
 
+def _has_transactional_records(request: ProduceRequest) -> bool:
+    for topic in request.topic_data:
+        for data in topic.partition_data:
+            records = data.records
+            if (
+                isinstance(records, bytes | bytearray | memoryview)
+                and len(records) >= BATCH_HEADER_SIZE
+                and records[_MAGIC_AT] == 2
+                and read_batch_header(records).is_transactional
+            ):
+                return True
+    return False
+
+
 async def _verify_transactions(
     ctx: RequestContext, transactional_id: str, entries: dict[tuple[str, int], Records]
-) -> dict[tuple[str, int], int]:
-    """The partitions whose transactional batch the coordinator did not confirm.
+) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], VerificationGuard]]:
+    """The partitions whose transactional batch the coordinator did not confirm, and the
+    guards of those it was asked about (each append presents its own).
 
     Only a batch that would start a transaction on its partition is asked about (KIP-890
     part 1); one of a transaction already ongoing there is appended without a round trip.
     """
-    unknown: dict[tuple[str, int], BatchHeader] = {}
+    guards: dict[tuple[str, int], VerificationGuard] = {}
+    first: BatchHeader | None = None
     for key, records in entries.items():
         header = read_batch_header(records)
         if not header.is_transactional:
@@ -148,16 +169,16 @@ async def _verify_transactions(
         partition = ctx.services.replica_manager.partition(*key)
         if partition is None or not partition.is_leader:
             continue  # the append answers NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION
-        producer = partition.local_log().producer_state.producers.get(header.producer_id)
-        if producer is None or producer.current_txn_first_offset is None:
-            unknown[key] = header
-    if not unknown:
-        return {}
-    first = next(iter(unknown.values()))
+        guard = partition.start_txn_verification(header.producer_id)
+        if guard is not None:
+            guards[key] = guard
+            first = first or header
+    if first is None:
+        return {}, guards
     errors = await ctx.services.txn_verifier.verify(
-        transactional_id, first.producer_id, first.producer_epoch, list(unknown)
+        transactional_id, first.producer_id, first.producer_epoch, list(guards)
     )
-    return {key: error for key, error in errors.items() if error != ErrorCode.NONE}
+    return {key: error for key, error in errors.items() if error != ErrorCode.NONE}, guards
 
 
 def _response(results: dict[tuple[str, int], ProduceResult], version: int) -> ProduceResponse:
