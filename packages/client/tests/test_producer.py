@@ -23,6 +23,8 @@ from client_scripted import (
 
 from gregor.client.producer import Producer
 from gregor.client.types import RecordMetadata
+from gregor.protocol.apis.add_partitions_to_txn import AddPartitionsToTxnRequest
+from gregor.protocol.apis.end_txn import EndTxnRequest
 from gregor.protocol.apis.produce import (
     PartitionProduceResponse,
     ProduceRequest,
@@ -174,6 +176,33 @@ def test_batches_go_out_in_sequence_order_while_add_partitions_is_slow() -> None
         assert [r.value for r in cluster.records("t", 0)] == values
         assert offsets == list(range(len(values)))
         assert len(cluster.sent("AddPartitionsToTxn")) == 1
+
+
+def test_a_transaction_adds_its_partitions_in_one_request() -> None:
+    """The partitions of a transaction's batches are added together, in one
+    AddPartitionsToTxn (as the Java client does), not in one per broker or partition."""
+    with scripted_cluster(3, versions={**DEFAULT_VERSIONS, **TXN_VERSIONS}) as cluster:
+        cluster.create_topic("t", 6)  # two partitions led by each broker
+        config = {"transactional.id": "tx", "linger.ms": 50}
+        with producer(cluster, **config) as p:
+            p.init_transactions()
+            p.begin_transaction()
+            futures = [p.produce("t", b"%d" % i, partition=i % 6) for i in range(60)]
+            p.commit_transaction()
+            assert [f.result(10).offset for f in futures] == [i // 6 for i in range(60)]
+        adds = [
+            cast(AddPartitionsToTxnRequest, r) for _, _, r in cluster.sent("AddPartitionsToTxn")
+        ]
+        assert len(adds) == 1
+        assert [(t.name, sorted(t.partitions)) for t in adds[0].v3_and_below_topics] == [
+            ("t", list(range(6)))
+        ]
+        assert {b for b, _, _ in cluster.sent("Produce")} == {0, 1, 2}
+        ends = [cast(EndTxnRequest, r).committed for _, _, r in cluster.sent("EndTxn")]
+        assert ends == [True]
+        for partition in range(6):
+            values = [r.value for r in cluster.records("t", partition)]
+            assert values == [b"%d" % i for i in range(partition, 60, 6)]
 
 
 def test_a_lost_connection_is_retried(cluster: ScriptedCluster) -> None:

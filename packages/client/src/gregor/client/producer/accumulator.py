@@ -450,6 +450,11 @@ class Accumulator:
         with self.lock:
             return any(self._queues.values())
 
+    def queued_partitions(self) -> list[TopicPartition]:
+        """The partitions with batches waiting to be sent."""
+        with self.lock:
+            return [tp for tp, queue in self._queues.items() if queue]
+
 
 Append = Callable[
     [

@@ -230,6 +230,12 @@ class Sender:
                 # A drain takes one batch per partition: look again at once, for the next
                 # ones that may fly (max.in.flight), as Java's sender polls with no wait.
                 delay = 0.0
+                if transactions.in_transaction:
+                    # One AddPartitionsToTxn for every partition about to be written.
+                    transactions.want_partitions(
+                        [b.tp for batches in drained.values() for b in batches]
+                    )
+                    transactions.want_partitions(accumulator.queued_partitions())
             for node, batches in drained.items():
                 self._stamp_sequences(batches)
                 order = self._order.get(node)

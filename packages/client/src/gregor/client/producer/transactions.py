@@ -35,6 +35,7 @@ import enum
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 
+import attrs
 import trio
 
 from gregor.client.config import ProducerConfig
@@ -132,6 +133,15 @@ class TxnState(enum.Enum):
     FATAL = "fatal error"
 
 
+@attrs.define
+class _AddRound:
+    """One AddPartitionsToTxn and what its waiters learn of it."""
+
+    partitions: list[TopicPartition]
+    done: trio.Event = attrs.Factory(trio.Event)
+    error: KafkaError | None = None
+
+
 class TransactionManager:
     def __init__(self, config: ProducerConfig, client: NetworkClient) -> None:
         self.config = config
@@ -148,6 +158,10 @@ class TransactionManager:
         # Per partition: the sequence after the last batch that got its outcome.
         self._resolved: dict[TopicPartition, int] = {}
         self._txn_partitions: set[TopicPartition] = set()
+        # Partitions with batches that are not added yet: the next AddPartitionsToTxn
+        # takes them all, as the Java client's does (one request, not one per broker).
+        self._to_add: set[TopicPartition] = set()
+        self._adding: _AddRound | None = None  # the AddPartitionsToTxn in flight
         self._started = False  # the coordinator knows the open transaction (EndTxn needed)
         self._renumber = False  # a numbered batch failed: sequences restart after the abort
         self._coordinator: int | None = None
@@ -363,6 +377,7 @@ class TransactionManager:
         self._require("begin_transaction", TxnState.READY)
         self.state = TxnState.IN_TRANSACTION
         self._txn_partitions.clear()
+        self._to_add.clear()
         self._started = False
         self.abortable = None
 
@@ -370,15 +385,46 @@ class TransactionManager:
     def in_transaction(self) -> bool:
         return self.state is TxnState.IN_TRANSACTION
 
+    def want_partitions(self, partitions: Iterable[TopicPartition]) -> None:
+        """Partitions that have batches of the open transaction: the next AddPartitionsToTxn
+        takes them along (a no-op outside a transaction)."""
+        if self.state is TxnState.IN_TRANSACTION:
+            added = self._txn_partitions
+            self._to_add.update(tp for tp in partitions if tp not in added)
+
     async def add_partitions(self, partitions: Iterable[TopicPartition]) -> None:
         """Register partitions with the transaction before their first batch goes out (a
-        no-op for a producer that is not transactional)."""
+        no-op for a producer that is not transactional). Callers meanwhile share one
+        request: each waits for the one in flight, and the next takes every partition
+        wanted by then."""
         if self.transactional_id is None:
             return
-        self._require("producing", TxnState.IN_TRANSACTION, TxnState.ABORTING)
-        new = sorted(set(partitions) - self._txn_partitions)
-        if not new:
-            return
+        wanted = set(partitions)
+        while True:
+            self._require("producing", TxnState.IN_TRANSACTION, TxnState.ABORTING)
+            missing = wanted - self._txn_partitions
+            if not missing:
+                return
+            self._to_add |= missing
+            adding = self._adding
+            if adding is not None:
+                await adding.done.wait()
+                if adding.error is not None and not missing.isdisjoint(adding.partitions):
+                    raise adding.error
+                continue
+            adding = self._adding = _AddRound(sorted(self._to_add))
+            self._to_add.clear()
+            try:
+                await self._add(adding.partitions)
+            except KafkaError as exc:
+                adding.error = exc
+                raise
+            finally:
+                self._adding = None
+                adding.done.set()
+
+    async def _add(self, new: list[TopicPartition]) -> None:
+        assert self.transactional_id is not None
         topics = [AddPartitionsToTxnTopic(t, ps) for t, ps in partitions_by_topic(new).items()]
         # v4+ (several transactions, verify_only) is for brokers; clients send v3 or older.
         request = AddPartitionsToTxnRequest(
