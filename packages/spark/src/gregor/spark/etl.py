@@ -431,42 +431,54 @@ def load(
     started = time.monotonic()
     totals: dict[str, int] = dict.fromkeys(topics, 0)
 
+    seen: set[tuple[str, int]] = set()  # (query id, batch id) already handled
+    seen_lock = threading.Lock()
+
+    def handle(progress: Any) -> None:
+        """One finished batch's progress, once: from the listener, or (for the events the
+        listener bus had not delivered when the queries ended) from `recentProgress`."""
+        with seen_lock:
+            key = (str(progress.id), int(progress.batchId))
+            if key in seen:
+                return
+            seen.add(key)
+        name = progress.name or ""
+        observed = progress.observedMetrics.get(OBSERVED)
+        rows = int(observed["rows"]) if observed is not None else 0
+        if name.startswith(REJECTED):
+            metrics.rejected(name.removeprefix(REJECTED + "_"), rows)
+            return
+        for source in progress.sources:
+            end = source_offsets(source.endOffset)
+            if end is None:
+                continue
+            start = source_offsets(source.startOffset) or {}
+            # None when the batch was planned by an earlier run: this run never
+            # asked for the latest offsets, so ask the cluster.
+            latest = source_offsets(source.latestOffset)
+            if latest is None:
+                ends = group.end_offsets([TopicPartition(*tp) for tp in end])
+                latest = by_tp(ends)
+            totals[name] = totals.get(name, 0) + progress.numInputRows
+            commit_group(group, end)
+            seconds = progress.durationMs.get("triggerExecution", 0) / 1000
+            metrics.batch(
+                name, progress.numInputRows, rows, seconds, time.time(),
+                partitions(end), partitions(latest),
+            )  # fmt: skip
+            log.info(
+                progress_line(
+                    name, progress.batchId, progress.numInputRows, totals[name],
+                    start, end, latest,
+                )
+            )  # fmt: skip
+
     class Progress(StreamingQueryListener):
         def onQueryStarted(self, event: Any) -> None:
             pass
 
         def onQueryProgress(self, event: Any) -> None:
-            progress = event.progress
-            name = progress.name or ""
-            observed = progress.observedMetrics.get(OBSERVED)
-            rows = int(observed["rows"]) if observed is not None else 0
-            if name.startswith(REJECTED):
-                metrics.rejected(name.removeprefix(REJECTED + "_"), rows)
-                return
-            for source in progress.sources:
-                end = source_offsets(source.endOffset)
-                if end is None:
-                    continue
-                start = source_offsets(source.startOffset) or {}
-                # None when the batch was planned by an earlier run: this run never
-                # asked for the latest offsets, so ask the cluster.
-                latest = source_offsets(source.latestOffset)
-                if latest is None:
-                    ends = group.end_offsets([TopicPartition(*tp) for tp in end])
-                    latest = by_tp(ends)
-                totals[name] = totals.get(name, 0) + progress.numInputRows
-                commit_group(group, end)
-                seconds = progress.durationMs.get("triggerExecution", 0) / 1000
-                metrics.batch(
-                    name, progress.numInputRows, rows, seconds, time.time(),
-                    partitions(end), partitions(latest),
-                )  # fmt: skip
-                log.info(
-                    progress_line(
-                        name, progress.batchId, progress.numInputRows, totals[name],
-                        start, end, latest,
-                    )
-                )  # fmt: skip
+            handle(event.progress)
 
         def onQueryIdle(self, event: Any) -> None:
             pass
@@ -478,7 +490,12 @@ def load(
     spark.streams.addListener(listener)
     failed: list[str] = []
     if args.every is None:
-        failed = run_once(spark, args, topics, client)
+        failed, queries = run_once(spark, args, topics, client)
+        # The listener bus is asynchronous: a query can end before its last batch's event
+        # is delivered (a rerun of one batch often does), so what it missed comes from here.
+        for query in queries:
+            for progress in query.recentProgress:
+                handle(progress)
     else:
         # Not `group`: the listener commits through that one, from Spark's thread.
         lister = Consumer(client) if args.pattern else None
@@ -512,15 +529,16 @@ def load(
 
 def run_once(
     spark: SparkSession, args: argparse.Namespace, topics: list[str], client: Mapping[str, str]
-) -> list[str]:
-    """Every topic's queries to the end of what it holds now; the queries that failed."""
+) -> tuple[list[str], list[StreamingQuery]]:
+    """Every topic's queries to the end of what it holds now; the queries that failed, and
+    every query."""
     queries = [q for topic in topics for q in start_queries(spark, args, topic, client)]
     failed = []
     for query in queries:
         query.awaitTermination()
         if query.exception() is not None:
             failed.append(f"{query.name}: {query.exception()}")
-    return failed
+    return failed, queries
 
 
 def stop_on_signals(stopping: threading.Event) -> None:
