@@ -4,6 +4,7 @@ directories, and the trio background services."""
 from __future__ import annotations
 
 import os
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -170,6 +171,36 @@ def test_a_failed_directory_goes_offline_alone(
     good.append_as_leader(make_batch([b"still fine"]), 0)
     # new logs go to the directory that works
     assert manager.get_or_create_log("t", 2).dir.parent == good.dir.parent
+
+
+def test_a_directory_failing_in_two_threads_at_once_does_not_deadlock(
+    dirs: list[Path], managers: list[LogManager]
+) -> None:
+    """One thread's append fails while it holds its log's lock; meanwhile another thread
+    (a checkpoint write, a log's creation) finds the same directory failed and closes that
+    log's files. Each then needs the lock the other holds, unless the manager lets go of
+    its own before it closes the logs."""
+    manager = _open(dirs, managers)
+    _append(manager, "t", 0, 1)
+    appending = manager.get_log("t", 0)
+    assert appending is not None
+    log_dir = next(d for d in manager._dirs if d.path == appending.dir.parent)
+    with appending._lock:  # the append under way
+        closer = threading.Thread(
+            target=manager._dir_failed, args=(log_dir, OSError(28, "No space")), daemon=True
+        )
+        closer.start()
+        # the closer holds the manager's lock, or has let go of it and waits for the log's
+        reporter = threading.Thread(
+            target=manager._log_io_error, args=(appending, OSError(28, "No space")), daemon=True
+        )
+        closer.join(0.5)
+        reporter.start()
+        reporter.join(10)
+        assert not reporter.is_alive(), "the failing append's report waits forever"
+    closer.join(10)
+    assert not closer.is_alive(), "closing the directory's logs waits forever"
+    assert appending.closed and manager.offline_dirs == [appending.dir.parent]
 
 
 def test_corrupt_checkpoints_are_ignored(dirs: list[Path], managers: list[LogManager]) -> None:

@@ -381,15 +381,18 @@ class LogManager:
                 return
             log_dir.offline = True
             log.error("log directory %s went offline: %s", log_dir.path, exc)
-            for tp, opened in list(self._logs.items()):
-                if opened.dir.parent == log_dir.path:
-                    opened.offline = True
-                    opened.close_handles()
-                    del self._logs[tp]
-                    self._offline_partitions.add(tp)
+            gone = [(tp, lg) for tp, lg in self._logs.items() if lg.dir.parent == log_dir.path]
+            for tp, opened in gone:
+                opened.offline = True
+                del self._logs[tp]
+                self._offline_partitions.add(tp)
+        # Outside the manager's lock: a log whose write failed reports here holding its own
+        # lock, which close_handles takes; holding both the other way round deadlocked.
         hook = self.on_dir_failure
         if hook is not None:
-            hook(log_dir.path)
+            hook(log_dir.path)  # the broker halts here once no directory is left
+        for _tp, opened in gone:
+            opened.close_handles()
 
     # -- periodic work (synchronous, run in threads by the services) ---------------------------
 
