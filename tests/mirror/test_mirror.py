@@ -6,7 +6,9 @@
   exactly the records after its commit, though B's offsets differ from A's.
 - SIGKILL of the mirror while producing loses nothing, and translation stays exact; with
   exactly.once.support=enabled, a read_committed reader of B sees every record exactly once.
-- SIGTERM while copying: exit 0 with every record on B covered by a sync.
+- SIGTERM while copying: exit 0 with every record on B covered by a sync; with B
+  unreachable, at once; with records in flight to a hung B, after the grace, and a
+  restart copies them.
 - The target unreachable for 30 s: reported, retried, nothing lost.
 - Active-active A<->B: each side ends with its topic and one copy of the other's, no loops.
 - Prometheus: the served counters move by exactly the records copied.
@@ -415,13 +417,19 @@ def test_sigterm_stops_cleanly_with_everything_delivered_synced(
     topic = f"sigterm-{uuid.uuid4().hex[:6]}"
     remote = f"A.{topic}"
     create_topic(cluster_a, topic, 2, 2)
-    settings = {"A->B.enabled": "true", "A->B.topics": topic}
+    settings = {
+        "A->B.enabled": "true",
+        "A->B.topics": topic,
+        # Time enough to drain on a loaded machine (the default 5 s might cut it short).
+        "task.shutdown.graceful.timeout.ms": "120000",
+    }
     sent = records(12_000, 2, "t")
     failures: list[BaseException] = []
     producing = feed(cluster_a, cluster_b, topic, sent, failures)
     mirror = mirror_factory(settings)
     wait_for(lambda: log_end(cluster_b, remote, 2) > 3000, 300, "copies under way")
-    assert mirror.stop() == 0
+    assert mirror.stop(150) == 0
+    assert "gregor-mirror stopped: everything copied is synced" in mirror.log_tail(50_000)
     with admin(cluster_b) as client:
         ends = client.list_offsets({GTopicPartition(remote, p): "latest" for p in range(2)})
     syncs = read_committed_to_end(cluster_a, "mm2-offset-syncs.B.internal", 1)[0]
@@ -437,6 +445,73 @@ def test_sigterm_stops_cleanly_with_everything_delivered_synced(
     mirror_factory(settings)
     producing.join(600)
     assert not failures and not producing.is_alive()
+    assert_all_copied(cluster_a, cluster_b, topic, len(sent))
+
+
+def test_sigterm_with_the_target_unreachable_exits_at_once(
+    cluster_a: LocalCluster, mirror_factory: Callable[..., MirrorProcess]
+) -> None:
+    """Nothing listens at B's address: the mirror reports it and keeps retrying; SIGTERM
+    then stops it at once (nothing is in flight), exit 0, one line and no traceback."""
+    topic = f"nowhere-{uuid.uuid4().hex[:6]}"
+    create_topic(cluster_a, topic, 2, 2)
+    produce(cluster_a, topic, records(100, 2, "n"))
+    settings = {
+        "A->B.enabled": "true",
+        "A->B.topics": topic,
+        "B.bootstrap.servers": f"127.0.0.1:{free_port()}",
+        "B.admin.default.api.timeout.ms": "5000",  # reported within seconds, not a minute
+    }
+    mirror = mirror_factory(settings)
+    wait_for(lambda: "A->B failed (" in mirror.log_tail(50_000), 60, "the failure reported")
+    # (A generous bound: the admin clients' own timeout, what it waited before, is 60 s.)
+    assert mirror.stop(30) == 0
+    log = mirror.log_tail(50_000)
+    assert "gregor-mirror stopped: everything copied is synced" in log
+    assert "Traceback" not in log
+
+
+def test_sigterm_with_records_stuck_in_flight_stops_within_the_grace(
+    cluster_a: LocalCluster, cluster_b: LocalCluster, mirror_factory: Callable[..., MirrorProcess]
+) -> None:
+    """B's brokers hang (SIGSTOP) while the mirror holds records in flight to them: SIGTERM
+    cuts the drain short after task.shutdown.graceful.timeout.ms, exit 0 with a line saying
+    so and no traceback; nothing unsynced counts as copied, so a restarted mirror copies it
+    once B answers again."""
+    topic = f"stuck-{uuid.uuid4().hex[:6]}"
+    remote = f"A.{topic}"
+    create_topic(cluster_a, topic, 2, 2)
+    sent = records(2000, 2, "s")
+    produce(cluster_a, topic, sent[:1000], "lz4")
+    port = free_port()
+    settings = {
+        "A->B.enabled": "true",
+        "A->B.topics": topic,
+        "metrics.prometheus.listener": f"http://127.0.0.1:{port}",
+        "task.shutdown.graceful.timeout.ms": "1000",
+    }
+    mirror = mirror_factory(settings)
+    wait_for(lambda: log_end(cluster_b, remote, 2) >= 1000, 90, "the first copies")
+    name = "kafka_connect_mirror_mirrorsourceconnector_record_age_ms_count"
+
+    def batches_read() -> float:
+        samples = scrape(port)
+        return sum(samples.get((name, remote, str(p)), 0) for p in range(2))
+
+    before = batches_read()
+    for broker in cluster_b.brokers:  # (briefly: B's ZooKeeper sessions last 6 s)
+        broker.pause()
+    try:
+        produce(cluster_a, topic, sent[1000:], "lz4")
+        wait_for(lambda: batches_read() > before, 60, "the mirror reading the new records")
+        assert mirror.stop(60) == 0
+    finally:
+        for broker in cluster_b.brokers:
+            broker.resume()
+    log = mirror.log_tail(50_000)
+    assert "gregor-mirror stopped: what was in flight and not yet synced" in log
+    assert "Traceback" not in log
+    mirror_factory(settings | {"metrics.prometheus.listener": f"http://127.0.0.1:{free_port()}"})
     assert_all_copied(cluster_a, cluster_b, topic, len(sent))
 
 

@@ -69,6 +69,7 @@ def test_mm2_config(tmp_path: Path) -> None:
     assert flow.offset_syncs_topic == "mm2-offset-syncs.B.internal"
     assert flow.checkpoints_topic == "A.checkpoints.internal"
     assert config.enabled_flows({"A"}) == []
+    assert config.shutdown_timeout == 5.0  # Connect's task.shutdown.graceful.timeout.ms
 
 
 def test_offset_syncs_on_the_target() -> None:
@@ -112,6 +113,10 @@ def test_exactly_once_keeps_the_offset_syncs_on_the_target() -> None:
             "enabled for A->B",
         ),
         ({"replication.policy.class": "x.Y"}, "replication.policy.class: 'x.Y' is not"),
+        (
+            {"task.shutdown.graceful.timeout.ms": "soon"},
+            "task.shutdown.graceful.timeout.ms = 'soon': must be an integer",
+        ),
         (
             {"metrics.prometheus.listener": "127.0.0.1:9108"},
             "metrics.prometheus.listener = '127.0.0.1:9108': must be http://HOST:PORT",

@@ -40,6 +40,8 @@ _ALIAS = re.compile(r"[A-Za-z0-9_\-]+")
 # Connect worker settings MM2 users keep per cluster; they are not client settings.
 PROMETHEUS_LISTENER = "metrics.prometheus.listener"
 LOG_FORMAT = "log.format"  # text, or json: one JSON object per line (as the broker's)
+# Connect's worker setting: how long a stopping task may take before it is abandoned.
+SHUTDOWN_TIMEOUT = "task.shutdown.graceful.timeout.ms"
 _WORKER_KEYS = re.compile(r"(offset|config|status)\.storage\..*|.*replication\.factor|tasks\.max")
 
 
@@ -214,6 +216,8 @@ class MirrorConfig:
     # `metrics.prometheus.listener = http://HOST:PORT`: where the metrics are served.
     prometheus_listener: tuple[str, int] | None = None
     log_format: str = "text"
+    # On SIGTERM, how long the flows may take to deliver and sync what is in flight.
+    shutdown_timeout: float = 5.0
 
     def enabled_flows(self, targets: set[str] | None = None) -> list[FlowConfig]:
         return [
@@ -255,7 +259,13 @@ class MirrorConfig:
         log_format = props.get(LOG_FORMAT, "text").lower()
         if log_format not in ("text", "json"):
             raise MirrorConfigError(f"{LOG_FORMAT} = {log_format!r}: must be text or json")
-        return cls(clusters, flows, prometheus, log_format)
+        try:
+            shutdown_ms = _int(0)(props.get(SHUTDOWN_TIMEOUT, "5000"))
+        except ValueError as exc:
+            raise MirrorConfigError(
+                f"{SHUTDOWN_TIMEOUT} = {props[SHUTDOWN_TIMEOUT]!r}: {exc}"
+            ) from None
+        return cls(clusters, flows, prometheus, log_format, shutdown_ms / 1000)
 
 
 def _cluster(alias: str, props: Mapping[str, str]) -> ClusterConfig:

@@ -426,7 +426,8 @@ async def keep_running(
     what: str, task: Callable[[], Awaitable[None]], done: Callable[[], bool] = lambda: False
 ) -> None:
     """Run `task` until it returns with `done()` true; a failure is logged and the task
-    started again after a backoff (0.5 s doubling to 30 s; reset after a good while)."""
+    started again after a backoff (0.5 s doubling to 30 s; reset after a good while). A
+    failure once `done()` is logged too, and ends it."""
     attempt = 0
     while True:
         started = time.monotonic()
@@ -436,7 +437,8 @@ async def keep_running(
                 return
         except Exception as exc:  # reported, and the task starts over
             if done():
-                raise
+                log.warning("%s stopped with an error (%s)", what, describe(exc))
+                return
             if time.monotonic() - started > BACKOFF_MAX:
                 attempt = 0
             delay = min(BACKOFF_MAX, 0.5 * 2**attempt)
@@ -472,16 +474,21 @@ class Flow:
             flow.name, lambda topic: flow.policy.format_remote_topic(flow.source.alias, topic)
         )
         self.stopping = False
+        self._scope = trio.CancelScope()
 
     async def run(self) -> None:
         """Until cancelled or `shutdown()`: every failure is logged and retried."""
-        await keep_running(self.flow.name, self._run_once, lambda: self.stopping)
+        with self._scope:
+            await keep_running(self.flow.name, self._run_once, lambda: self.stopping)
 
     def shutdown(self) -> None:
-        """Stop after delivering and syncing what is in flight."""
+        """Stop after delivering and syncing what is in flight; at once if nothing is
+        (the copier not started: setting up, or waiting to start over)."""
         self.stopping = True
         if self.copier is not None:
             self.copier.stop.set()
+        else:
+            self._scope.cancel()
 
     async def _run_once(self) -> None:
         flow = self.flow

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import signal
 from collections.abc import Iterator
 
 import trio
 
 from gregor.client.exporter import serving
-from gregor.mirror.config import PROMETHEUS_LISTENER, MirrorConfig, MirrorConfigError
+from gregor.mirror.config import (
+    PROMETHEUS_LISTENER,
+    SHUTDOWN_TIMEOUT,
+    MirrorConfig,
+    MirrorConfigError,
+)
 from gregor.mirror.flow import Flow, keep_running
 from gregor.mirror.heartbeats import emit_heartbeats
 
@@ -85,20 +91,35 @@ class Mirror:
 
     async def run_until_signalled(self) -> None:
         """run(), and on SIGTERM or SIGINT a clean stop: in-flight records delivered, their
-        syncs written, clients closed. A second signal stops at once."""
+        syncs written, clients closed, within task.shutdown.graceful.timeout.ms; what is
+        still unsynced then is cut short (a restart copies it again). A second signal stops
+        at once. Either way the stop is one line of log, and no traceback."""
+        grace = self.config.shutdown_timeout
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async with trio.open_nursery() as nursery:
+                running = trio.CancelScope()
 
                 async def watch() -> None:
-                    count = 0
                     async for signum in signals:
-                        count += 1
-                        log.info("signal %d: %s", signum, "stopping" if count == 1 else "now")
-                        if count == 1:
+                        name = signal.Signals(signum).name
+                        if running.deadline == math.inf:
+                            log.info("%s: stopping (in-flight records get %gs)", name, grace)
+                            running.deadline = trio.current_time() + grace
                             self.shutdown()
                         else:
-                            nursery.cancel_scope.cancel()
+                            log.info("%s again: stopping now", name)
+                            running.cancel()
 
                 nursery.start_soon(watch)
-                await self.run()
+                with running:
+                    await self.run()
                 nursery.cancel_scope.cancel()
+        if running.cancelled_caught:
+            log.info(
+                "gregor-mirror stopped: what was in flight and not yet synced is copied again "
+                "at the next start (not done within %s = %d ms, or a second signal)",
+                SHUTDOWN_TIMEOUT,
+                round(grace * 1000),
+            )
+        else:
+            log.info("gregor-mirror stopped: everything copied is synced")
