@@ -113,6 +113,7 @@ def test_exactly_once_keeps_the_offset_syncs_on_the_target() -> None:
             "enabled for A->B",
         ),
         ({"replication.policy.class": "x.Y"}, "replication.policy.class: 'x.Y' is not"),
+        ({"replication.factor": "0"}, "replication.factor = '0': must be at least 1, or -1"),
         (
             {"task.shutdown.graceful.timeout.ms": "soon"},
             "task.shutdown.graceful.timeout.ms = 'soon': must be an integer",

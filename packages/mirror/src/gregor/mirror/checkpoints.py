@@ -24,7 +24,6 @@ import trio
 
 from gregor.client import (
     AsyncAdminClient,
-    AsyncConsumer,
     AsyncProducer,
     OffsetAndMetadata,
     TopicPartition,
@@ -34,10 +33,26 @@ from gregor.mirror.config import FlowConfig
 from gregor.mirror.metrics import FlowMetrics
 from gregor.mirror.offset_sync import SyncStore
 from gregor.mirror.topics import COMPACTED, ensure_topic, read_to_end
+from gregor.protocol.errors import (
+    FencedMemberEpochError,
+    GroupIdNotFoundError,
+    IllegalGenerationError,
+    RebalanceInProgressError,
+    StaleMemberEpochError,
+    UnknownMemberIdError,
+)
 
 log = logging.getLogger("gregor.mirror")
 VERSION = 0
 _INACTIVE = {"Empty", "Dead", ""}
+# What a commit outside any generation gets from a group that has members.
+_ACTIVE = (
+    UnknownMemberIdError,
+    IllegalGenerationError,
+    RebalanceInProgressError,
+    FencedMemberEpochError,
+    StaleMemberEpochError,
+)
 
 
 @attrs.frozen
@@ -175,9 +190,13 @@ class CheckpointTask:
         for (group, tp), checkpoint in self.emitted.items():
             by_group.setdefault(group, {})[tp] = checkpoint
         for group, checkpoints in sorted(by_group.items()):
-            described = (await target_admin.describe_groups([group]))[group]
-            if described.state not in _INACTIVE or described.members:
-                continue
+            try:
+                described = (await target_admin.describe_groups([group]))[group]
+            except GroupIdNotFoundError:  # (how DescribeGroups v6+ says so: no such group)
+                pass
+            else:
+                if described.state not in _INACTIVE or described.members:
+                    continue
             current = await target_admin.list_group_offsets(group)
             ahead = {
                 tp: OffsetAndMetadata(c.offset, c.metadata)
@@ -186,10 +205,21 @@ class CheckpointTask:
             }
             if not ahead:
                 continue
-            settings = self.flow.target.consumer_config(**{"group.id": group})
-            settings["enable.auto.commit"] = False
-            async with AsyncConsumer(settings) as consumer:
-                await consumer.commit(ahead)
+            try:
+                # An OffsetCommit outside any generation, as MM2's alterConsumerGroupOffsets.
+                await target_admin.alter_group_offsets(group, ahead)
+            except _ACTIVE as exc:
+                # Members joined since it was described (or it is a KIP-848 group, which
+                # DescribeGroups shows as Dead): theirs are the offsets that count.
+                log.info(
+                    "%s: group %s has members on %s (%s: %s): not synced",
+                    self.flow.name,
+                    group,
+                    self.flow.target.alias,
+                    type(exc).__name__,
+                    exc,
+                )
+                continue
             log.info(
                 "%s: group %s synced on %s: %s",
                 self.flow.name,

@@ -99,6 +99,13 @@ def _int(lo: int) -> Callable[[str], int]:
     return read
 
 
+def _replication_factor(value: str) -> int:
+    number = _int(-1)(value)
+    if number == 0:
+        raise ValueError("must be at least 1, or -1 for the broker's default")
+    return number
+
+
 def _choice(*choices: str) -> Callable[[str], str]:
     def read(value: str) -> str:
         if value.strip().lower() not in choices:
@@ -293,10 +300,10 @@ _FLOW_SETTINGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "groups": (_patterns, ".*"),
     "groups.exclude": (_patterns, DEFAULT_GROUPS_EXCLUDE),
     "config.properties.exclude": (_patterns, DEFAULT_CONFIG_PROPERTIES_EXCLUDE),
-    "replication.factor": (_int(-1), "2"),
-    "offset-syncs.topic.replication.factor": (_int(-1), "3"),
-    "checkpoints.topic.replication.factor": (_int(-1), "3"),
-    "heartbeats.topic.replication.factor": (_int(-1), "3"),
+    "replication.factor": (_replication_factor, "2"),
+    "offset-syncs.topic.replication.factor": (_replication_factor, "3"),
+    "checkpoints.topic.replication.factor": (_replication_factor, "3"),
+    "heartbeats.topic.replication.factor": (_replication_factor, "3"),
     "sync.topic.configs.enabled": (_bool, "true"),
     "sync.topic.configs.interval.seconds": (_int(1), "600"),
     "sync.topic.acls.enabled": (_bool, "true"),

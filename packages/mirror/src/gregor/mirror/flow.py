@@ -406,6 +406,9 @@ class OneByOne:
         return (
             batch.producible
             and batch.header.timestamp_type is TimestampType.CREATE_TIME
+            # A cleaned batch's first timestamp is the source's delete horizon: not the
+            # target's to inherit (Apache Kafka's cleaner would act on it).
+            and not batch.header.has_delete_horizon
             and len(batch.data) < self.too_large.get(target, _NO_LIMIT)
             and (source, batch.base_offset) not in self.batches
         )

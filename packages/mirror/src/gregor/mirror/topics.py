@@ -18,11 +18,28 @@ from gregor.client import (
 from gregor.client.admin import ConfigResource, ConfigSource, ResourceType
 from gregor.mirror.config import FlowConfig
 from gregor.mirror.policy import is_cycle
-from gregor.protocol.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
+from gregor.protocol.errors import (
+    InvalidConfigError,
+    InvalidReplicationFactorError,
+    InvalidTopicError,
+    PolicyViolationError,
+    TopicAlreadyExistsError,
+    TopicAuthorizationFailedError,
+    UnknownTopicOrPartitionError,
+)
 
 log = logging.getLogger("gregor.mirror")
 
 COMPACTED = {"cleanup.policy": "compact"}
+# What the target answers about one remote topic, not about the flow: reported, and the
+# other topics are mirrored meanwhile.
+REFUSED_TOPIC = (
+    InvalidConfigError,
+    InvalidReplicationFactorError,
+    InvalidTopicError,
+    PolicyViolationError,
+    TopicAuthorizationFailedError,
+)
 
 
 def should_replicate(flow: FlowConfig, topic: str) -> bool:
@@ -129,6 +146,19 @@ class TopicSync:
                     log.info("%s: %s grown to %d partitions", self.flow.name, remote, count)
             except UnknownTopicOrPartitionError:
                 continue
+            except REFUSED_TOPIC as exc:
+                # (A source config the target does not know (another version), or
+                # the target's create policy.) The other topics go on; this one waits.
+                log.error(
+                    "%s: cannot create %s on %s (%s: %s); it is tried again in %ds",
+                    self.flow.name,
+                    remote,
+                    self.flow.target.alias,
+                    type(exc).__name__,
+                    exc,
+                    self.flow.refresh_topics_interval,
+                )
+                continue
             for p in range(count):
                 mapping[TopicPartition(topic, p)] = TopicPartition(remote, p)
         return mapping
@@ -172,4 +202,13 @@ class TopicSync:
                 changes[resource] = differ
                 log.info("%s: %s configs %s", self.flow.name, resource.name, differ)
         if changes:
-            await self.target.alter_configs(changes)
+            try:
+                await self.target.alter_configs(changes)
+            except REFUSED_TOPIC as exc:  # the others are altered: Kafka takes each alone
+                log.error(
+                    "%s: topic configs not synced on %s (%s: %s)",
+                    self.flow.name,
+                    self.flow.target.alias,
+                    type(exc).__name__,
+                    exc,
+                )
