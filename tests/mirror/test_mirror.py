@@ -390,9 +390,18 @@ def test_sigkill_loses_nothing_and_translation_stays_exact(
     step = KILL_RECORDS // (KILLS + 2)
     for _ in range(KILLS):
         before = log_end(cluster_b, remote, 2)
-        wait_for(
-            lambda before=before: log_end(cluster_b, remote, 2) > before + step, 300, "more copies"
-        )
+        try:
+            wait_for(
+                lambda b=before: bool(failures) or log_end(cluster_b, remote, 2) > b + step,
+                300,
+                "more copies",
+            )
+        except TimeoutError as exc:  # a stalled copy, told from a source with nothing new
+            ends = (log_end(cluster_a, topic, 2), before, log_end(cluster_b, remote, 2))
+            raise AssertionError(
+                f"{exc}: A has {ends[0]} records, B had {ends[1]}, has {ends[2]}"
+            ) from exc
+        assert not failures, f"producing to A failed: {failures[0]!r}"
         mirror.kill()
         mirror = mirror_factory(settings)
     producing.join(1200)

@@ -121,10 +121,14 @@ class FlowMetrics:
         size = sum(m.byte_count for m in self.partitions.values())
         records_then = sum(m.records_then for m in self.partitions.values())
         bytes_then = sum(m.bytes_then for m in self.partitions.values())
+        # The flow's lag, so that a stalled copy (lag, no rate) shows apart from a source
+        # with nothing new (no lag).
+        lags = [m.lag for m in self.partitions.values() if m.lag >= 0]
         lines.append(
             f"{self.name}: record-count={records} "
             f"record-rate={(records - records_then) / seconds:.0f} byte-count={size} "
             f"byte-rate={(size - bytes_then) / seconds:.0f} "
+            f"record-lag={sum(lags) if lags else '-'} "
             + self.checkpoint_latency.describe("checkpoint-latency-ms")
         )
         self.checkpoint_latency.reset()
