@@ -228,8 +228,8 @@ class Copier:
                 break
             batches = await consumer.getmany_batches(timeout=0)
         await producer.flush()
-        written = await self._write_syncs(chunks, producer)
-        await producer.commit_transaction()
+        written, _ = await self._write_syncs(chunks, producer)
+        await producer.commit_transaction()  # (fails if a sync was not written)
         self.store.add_all(written)
 
     async def pump(
@@ -320,15 +320,22 @@ class Copier:
                         chunks.append(receive.receive_nowait())
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
-                written = await self._write_syncs(chunks, syncs)
+                written, outcomes = await self._write_syncs(chunks, syncs)
                 await syncs.flush()
+                # A sync not written fails the flow (raised here): left out, a jump would
+                # go unbracketed and translation inexact. It starts over from those that were.
+                for outcome in outcomes:
+                    outcome.result()
                 self.store.add_all(written)
 
-    async def _write_syncs(self, chunks: list[Chunk], syncs: AsyncProducer) -> list[OffsetSync]:
+    async def _write_syncs(
+        self, chunks: list[Chunk], syncs: AsyncProducer
+    ) -> tuple[list[OffsetSync], list[AsyncRecordFuture]]:
         """Wait for the chunks' records in order, and produce the syncs of where they
-        landed (not flushed)."""
+        landed (not flushed): the syncs, and their deliveries."""
         topic = self.flow.offset_syncs_topic
         written: list[OffsetSync] = []
+        outcomes: list[AsyncRecordFuture] = []
         for chunk in chunks:
             runs = await self._delivered(chunk)
             if not runs:
@@ -336,11 +343,11 @@ class Copier:
             tp = chunk.partition
             for u, d in boundaries(self._last.get(tp), runs):
                 sync = OffsetSync(tp, u, d)
-                await syncs.produce(topic, sync.value(), sync.key(), partition=0)
+                outcomes.append(await syncs.produce(topic, sync.value(), sync.key(), partition=0))
                 written.append(sync)
             u, d, n = runs[-1]
             self._last[tp] = (u + n - 1, d + n - 1)
-        return written
+        return written, outcomes
 
     async def _delivered(self, chunk: Chunk) -> list[Run]:
         """Where the chunk's records landed, once all are delivered. A record the target
