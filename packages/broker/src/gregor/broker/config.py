@@ -61,6 +61,11 @@ from gregor.storage.settings import (
 
 log = logging.getLogger(__name__)
 
+# What `replica.selector.class` accepts besides none (gregor.broker.replica_selector).
+REPLICA_SELECTOR_CLASSES: Final = (
+    "org.apache.kafka.common.replica.RackAwareReplicaSelector",
+    "org.apache.kafka.common.replica.LeaderSelector",
+)
 SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 LISTENER_PREFIX: Final = "listener.name."
 # What `authorizer.class.name` accepts: Kafka's names of its ZooKeeper authorizer, and ours.
@@ -345,7 +350,17 @@ class BrokerConfig:
         "whether a resource no ACL applies to is open to everyone",
     )
     broker_rack: str | None = setting(
-        "broker.rack", None, optional_string, "the rack, for rack-aware replica placement"
+        "broker.rack",
+        None,
+        optional_string,
+        "the rack, for rack-aware replica placement and consumers' closest replica",
+    )
+    replica_selector_class: str = setting(
+        "replica.selector.class",
+        "",
+        choice("", *REPLICA_SELECTOR_CLASSES),
+        "which replica a consumer reads from (KIP-392): empty or LeaderSelector, the "
+        "leader; RackAwareReplicaSelector, an in-sync replica in the consumer's client.rack",
     )
     socket_request_max_bytes: int = setting(
         "socket.request.max.bytes",

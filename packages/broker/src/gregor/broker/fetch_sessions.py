@@ -211,7 +211,9 @@ class IncrementalFetchContext(FetchContext):
         steady state, is then neither read nor answered: a round costs what moved."""
         cached = self.session.partitions.get((request.topic, request.partition))
         local = partition.log
-        if cached is None or local is None or local.offline or not partition.is_leader:
+        if cached is None or local is None or local.offline:
+            return False
+        if params.fetch_only_from_leader and not partition.is_leader:
             return False
         if 0 <= request.current_leader_epoch != partition.leader_epoch:
             return False

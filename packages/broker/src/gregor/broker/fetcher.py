@@ -457,7 +457,11 @@ class ReplicaFetcher:
             # replication throttle: the leader holds this replica back; ask again shortly
             # rather than at once.
             state.delayed_until = trio.current_time() + THROTTLED_RETRY_S
+        high_watermark = local.high_watermark
         local.update_high_watermark(min(data.high_watermark, local.log_end_offset))
+        if local.high_watermark != high_watermark:
+            # Consumers reading this follower (KIP-392) may be waiting for it.
+            partition.host.notify_high_watermark(partition)
         leader_start = min(data.log_start_offset, local.high_watermark)
         if leader_start > local.log_start_offset:
             local.delete_records(leader_start)

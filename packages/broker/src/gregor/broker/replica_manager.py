@@ -5,7 +5,9 @@
 - Produce appends to leaders; acks=all then waits in the produce purgatory until the high
   watermark passes the appended records.
 - Fetch reads from leaders (consumers up to the high watermark, followers up to the log end
-  offset, recording each follower's position) and long-polls in the fetch purgatory.
+  offset, recording each follower's position) and long-polls in the fetch purgatory. A
+  consumer's Fetch v11+ may read a follower up to its high watermark, and a leader with a
+  `replica.selector.class` may send it to another replica (`replica_selector`, KIP-392).
 - Background tasks: the ISR expiration check (every half `replica.lag.time.max.ms`), the
   propagation of ISR changes to the controller (/isr_change_notification), and the high
   watermark checkpoint.
@@ -34,6 +36,7 @@ from gregor.broker.metadata_cache import MetadataCache
 from gregor.broker.metrics import Metrics
 from gregor.broker.partition import Partition, ReadResult, now_ms
 from gregor.broker.purgatory import Purgatory
+from gregor.broker.replica_selector import SELECTORS, preferred_read_replica
 from gregor.broker.replication_quotas import ReplicationQuotas
 from gregor.broker.topic_names import INTERNAL_TOPICS
 from gregor.broker.txn_verification import VerificationGuard
@@ -131,10 +134,18 @@ class FetchParams:
     # An incremental fetch session's test: the partition has nothing new for this fetcher
     # (nothing to read, nothing it was not told): it is neither read nor answered (QUIET).
     quiet: Callable[[FetchParams, FetchPartition, Partition], bool] | None = None
+    # A consumer's Fetch v11+ (KIP-392): its rack ("" if none) and the listener it came on.
+    # It may read from a follower, and the leader may name it a preferred read replica.
+    client_rack: str | None = None
+    listener: str = ""
 
     @property
     def from_follower(self) -> bool:
         return self.replica_id >= 0
+
+    @property
+    def fetch_only_from_leader(self) -> bool:
+        return self.client_rack is None
 
 
 @attrs.frozen(slots=True)
@@ -153,6 +164,7 @@ class FetchResult:
     error: int
     read: ReadResult | None = None
     message: str | None = None
+    preferred_read_replica: int = -1  # read from this follower instead (nothing was read)
 
     @property
     def size(self) -> int:
@@ -183,6 +195,8 @@ class ReplicaManager:
         self.replication_quotas = ReplicationQuotas(config.broker_id)
         # How the fetchers connect to leaders (the broker installs its reloadable one).
         self.inter_broker_security: SecuritySettings = config.inter_broker_security
+        # replica.selector.class (KIP-392): None keeps consumers on the leaders.
+        self.replica_selector = SELECTORS.get(config.replica_selector_class)
         self.partitions: dict[Key, Partition] = {}
         self.controller_epoch = -1
         self.produce_purgatory = Purgatory("produce")
@@ -547,6 +561,9 @@ class ReplicaManager:
     ) -> FetchResult:
         try:
             partition = self.partition_or_error(request.topic, request.partition)
+            preferred = self._preferred_read_replica(params, request, partition)
+            if preferred is not None:
+                return preferred
             if params.quiet is not None and params.quiet(params, request, partition):
                 return QUIET
             read = partition.read(
@@ -556,6 +573,7 @@ class ReplicaManager:
                 current_leader_epoch=request.current_leader_epoch,
                 last_fetched_epoch=request.last_fetched_epoch if params.from_follower else -1,
                 min_one_batch=min_one,
+                require_leader=params.fetch_only_from_leader,
             )
         except KafkaError as exc:
             return FetchResult(exc.code, message=str(exc))
@@ -564,6 +582,34 @@ class ReplicaManager:
             # A batch larger than the limit: an empty answer lets the consumer go on (v3+).
             read = attrs.evolve(read, info=info._replace(records=EMPTY_SLICE))
         return FetchResult(ErrorCode.NONE, read)
+
+    def _preferred_read_replica(
+        self, params: FetchParams, request: FetchPartition, partition: Partition
+    ) -> FetchResult | None:
+        """KIP-392: a consumer in another replica's rack is sent there, with no records."""
+        selector = self.replica_selector
+        if selector is None or not params.client_rack or not partition.is_leader:
+            return None
+        cache, listener = self.metadata_cache, params.listener
+        found = preferred_read_replica(
+            selector,
+            partition,
+            params.client_rack,
+            request.fetch_offset,
+            lambda broker_id: cache.node(broker_id, listener),
+            now_ms(),
+        )
+        if found is None:
+            return None
+        local = partition.local_log(request.current_leader_epoch)
+        offsets = ReadResult(
+            None,
+            local.high_watermark,
+            local.log_start_offset,
+            local.log_end_offset,
+            local.last_stable_offset,
+        )
+        return FetchResult(ErrorCode.NONE, offsets, preferred_read_replica=found)
 
     def record_follower_fetches(
         self, replica_id: int, requests: Sequence[FetchPartition], results: Sequence[FetchResult]
@@ -641,7 +687,9 @@ class ReplicaManager:
             return False  # some data may not be enough: only a read can tell
         for request in requests:
             partition = self.partitions.get((request.topic, request.partition))
-            if partition is None or partition.log is None or not partition.is_leader:
+            if partition is None or partition.log is None:
+                return False
+            if params.fetch_only_from_leader and not partition.is_leader:
                 return False
             if 0 <= request.current_leader_epoch != partition.leader_epoch:
                 return False
@@ -667,6 +715,8 @@ class ReplicaManager:
             if result.error != ErrorCode.NONE:
                 return True
             if result.read is not None and result.read.diverging_epoch is not None:
+                return True
+            if result.preferred_read_replica >= 0:
                 return True
             total += result.size
         return total >= params.min_bytes

@@ -4,6 +4,8 @@ Records leave as file regions (sent with sendfile), except for v0-v3, whose clie
 old message formats (magic 0 for v0-v1, magic 1 for v2-v3): those are read and converted.
 Fetch v7+ may use incremental fetch sessions (KIP-227, `gregor.broker.fetch_sessions`): the
 session's context says which partitions are read and which of them the response carries.
+A consumer's Fetch v11+ may be answered by a follower (up to its high watermark), and by a
+leader with `preferred_read_replica` instead of records (KIP-392, `replica_selector`).
 """
 
 from __future__ import annotations
@@ -69,6 +71,9 @@ async def fetch(ctx: RequestContext, request: FetchRequest, version: int) -> Fet
         isolation=isolation,
         hard_max_bytes_limit=version <= 2,
         quiet=context.quiet,
+        # Kafka's ClientMetadata: a v11+ consumer may read followers (KIP-392).
+        client_rack=request.rack_id if version >= 11 and not from_follower else None,
+        listener=ctx.listener,
     )
     wanted = context.partitions
     # A follower needs CLUSTER_ACTION, a consumer READ on each topic.
@@ -164,6 +169,7 @@ def _partition_data(
         log_start_offset=read.log_start_offset,
         aborted_transactions=None,
         records=b"",
+        preferred_read_replica=result.preferred_read_replica,
     )
     if read.diverging_epoch is not None:
         data.diverging_epoch = EpochEndOffset(*read.diverging_epoch)
