@@ -199,6 +199,11 @@ class NetworkClient:
             return math.inf
         return node.throttled_until
 
+    def connect_failed(self, node_id: int) -> bool:
+        """Not connected, and the last attempt to connect failed (it is backing off)."""
+        node = self._nodes.get(node_id)
+        return node is not None and node.connection is None and node.failures > 0
+
     def initiate_connect(self, node_id: int) -> None:
         """Start connecting in the background unless connected, connecting or backing off."""
         try:

@@ -10,6 +10,13 @@ to each leader go in an incremental fetch session (KIP-227, `gregor.client.fetch
 after the first, a request names only the partitions that moved, and the response carries
 only those with something new.
 
+With `client.rack` set, a leader with a `replica.selector.class` may answer a partition with
+`preferred_read_replica` (KIP-392): the partition is then fetched from that replica (up to
+its high watermark) for `metadata.max.age.ms`, after which the leader is asked again. A
+failure of that replica (an error, a lost connection, an offset out of its range), its
+leaving the partition's ISR or the cluster in the metadata, sends the partition back to the
+leader at once.
+
 Errors: a moved leader or an unknown partition refreshes metadata and the partition is
 fetched again from its leader; an offset out of range resets the position as
 auto.offset.reset says (or, with `none`, surfaces the error on the next poll); other errors
@@ -21,6 +28,7 @@ from __future__ import annotations
 import collections
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 import trio
@@ -163,7 +171,6 @@ class Fetcher:
                 await self._wakeup.wait(1.0)
 
     def _start_fetches(self, nursery: trio.Nursery) -> None:
-        cluster = self.client.cluster
         plan: dict[int, list[tuple[TopicPartition, int, int]]] = {}
         unknown_leader = False
         subscriptions = self.subscriptions
@@ -176,16 +183,16 @@ class Fetcher:
                     or state.buffered >= PREFETCH
                 ):
                     continue
-                leader = cluster.leader_for(tp)
-                if leader < 0:
+                node = self._read_replica(tp, state)
+                if node < 0:
                     unknown_leader = True
                     continue
-                if leader in self._busy:
+                if node in self._busy:
                     continue
-                if not self.client.is_ready(leader):
-                    self.client.initiate_connect(leader)
+                if not self.client.is_ready(node):
+                    self.client.initiate_connect(node)
                     continue
-                plan.setdefault(leader, []).append((tp, state.epoch, state.fetch_offset))
+                plan.setdefault(node, []).append((tp, state.epoch, state.fetch_offset))
             for parts in plan.values():
                 for tp, _, _ in parts:
                     subscriptions.assignment[tp].in_flight = True
@@ -195,6 +202,25 @@ class Fetcher:
         for node, parts in plan.items():
             self._busy.add(node)
             nursery.start_soon(self._fetch, node, parts)
+
+    def _read_replica(self, tp: TopicPartition, state: PartitionState) -> int:
+        """The node to fetch `tp` from: its preferred read replica while that lasts, is in
+        the partition's ISR and reachable; else its leader (-1: unknown)."""
+        cluster = self.client.cluster
+        replica = state.preferred_read_replica
+        if replica >= 0:
+            info = cluster.partition_info(tp)
+            if (
+                time.monotonic() < state.preferred_until
+                and info is not None
+                and replica in info.isr
+                and cluster.broker(replica) is not None
+                and not self.client.connect_failed(replica)
+            ):
+                return replica
+            log.debug("%s: back from replica %d to the leader", tp, replica)
+            state.preferred_read_replica = -1
+        return cluster.leader_for(tp)
 
     def _request(self, session: FetchSessionRequest) -> FetchRequest:
         config = self.config
@@ -226,6 +252,7 @@ class Fetcher:
 
     async def _fetch(self, node: int, parts: list[tuple[TopicPartition, int, int]]) -> None:
         where = str(self.client.cluster.broker(node) or f"broker {node}")
+        failed = True  # until the response is handled
         try:
             connection = await self.client.connect(node)
             version = connection.version_for(
@@ -246,9 +273,11 @@ class Fetcher:
             assert isinstance(response, FetchResponse)
             if not handler.handle_response(session, response):
                 if response.error_code in SESSION_ERRORS:
+                    failed = False
                     return  # nothing was read: the next fetch, a full one, goes at once
                 raise KafkaError.for_code(response.error_code)(f"fetch from {where}")
-            self._handle(response, parts, where)
+            self._handle(response, parts, node, where)
+            failed = False
         except (NetworkError, RequestTimedOutError) as exc:
             log.debug("fetch from %s failed: %s", where, exc)
             self.client.request_update()
@@ -262,10 +291,16 @@ class Fetcher:
                     state = self.subscriptions.assignment.get(tp)
                     if state is not None:
                         state.in_flight = False
+                        if failed and state.preferred_read_replica == node:
+                            state.preferred_read_replica = -1  # the leader, next
             self.wake()
 
     def _handle(
-        self, response: FetchResponse, parts: list[tuple[TopicPartition, int, int]], where: str
+        self,
+        response: FetchResponse,
+        parts: list[tuple[TopicPartition, int, int]],
+        node: int,
+        where: str,
     ) -> None:
         asked = {tp: (epoch, offset) for tp, epoch, offset in parts}
         completed: list[CompletedFetch] = []
@@ -280,6 +315,12 @@ class Fetcher:
                     state = self.subscriptions.assignment.get(tp)
                     if state is None or state.epoch != epoch:
                         continue  # sought or revoked while the fetch was out
+                    if state.preferred_read_replica == node and data.error_code:
+                        # The replica failed us: the leader decides what comes next (an
+                        # offset out of this replica's range is not reset).
+                        state.preferred_read_replica = -1
+                        refresh = True
+                        continue
                     refresh |= self._partition(tp, state, epoch, offset, data, where, completed)
         if refresh:
             self.client.request_update()
@@ -301,6 +342,14 @@ class Fetcher:
             state.high_watermark = data.high_watermark
             state.last_stable_offset = data.last_stable_offset
             state.log_start_offset = data.log_start_offset
+            replica = data.preferred_read_replica
+            if replica >= 0:
+                # No records: read them from that replica for metadata.max.age.ms.
+                state.preferred_read_replica = replica
+                state.preferred_until = time.monotonic() + self.config.metadata_max_age_ms / 1000
+                # A replica our metadata does not show in the ISR: it is newer than ours.
+                info = self.client.cluster.partition_info(tp)
+                return info is None or replica not in info.isr
             if not data.records or not isinstance(data.records, bytes | memoryview):
                 return False  # (a decoded response never holds a file region)
             records = memoryview(data.records)

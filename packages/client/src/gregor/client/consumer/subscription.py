@@ -47,6 +47,9 @@ class PartitionState:
     log_start_offset: int = -1
     in_flight: bool = False  # a fetch for this partition is out
     buffered: int = 0  # completed fetches waiting to be handed over
+    # The replica the leader told us to read from (KIP-392), until when (time.monotonic()).
+    preferred_read_replica: int = -1
+    preferred_until: float = 0.0
 
     @property
     def has_position(self) -> bool:
