@@ -4,15 +4,12 @@ produced and consumed, and the cluster-wide gauges add up (one active controller
 
 from __future__ import annotations
 
-import re
-import urllib.request
 from collections.abc import Iterator
 
 import confluent_kafka
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
-from gregor.devcluster import BrokerProcess, LocalCluster
+from gregor.devcluster import LocalCluster
 from gregor.protocol.apis.fetch import FetchPartition, FetchRequest, FetchTopic
 from gregor.protocol.records import iter_batches
 from gregor_testing.cluster import (
@@ -21,8 +18,8 @@ from gregor_testing.cluster import (
     create_topic,
     leader_of,
     unique_topic,
-    wait_for_log,
 )
+from gregor_testing.prometheus import scrape, value
 
 RECORDS = 1000
 VALUE = b"m" * 300
@@ -30,36 +27,6 @@ VALUE = b"m" * 300
 metrics_cluster = cluster_fixture(
     "metrics_cluster", "module", {"metrics.prometheus.listener": "http://127.0.0.1:0"}
 )
-
-
-def endpoint(broker: BrokerProcess) -> str:
-    line = wait_for_log(broker, "serving Prometheus metrics on", 0)
-    found = re.search(r"serving Prometheus metrics on (http://\S+)", line)
-    assert found is not None, line
-    return found[1]
-
-
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-def scrape(broker: BrokerProcess) -> Samples:
-    with urllib.request.urlopen(endpoint(broker), timeout=10) as answer:
-        assert answer.status == 200
-        assert answer.headers["Content-Type"].startswith("text/plain")
-        text = answer.read().decode()
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
-
-
-def value(samples: Samples, name: str, **labels: str) -> float:
-    return samples.get((name, frozenset(labels.items())), 0.0)
-
-
-def total(cluster: LocalCluster, name: str, **labels: str) -> float:
-    return sum(value(scrape(b), name, **labels) for b in cluster.brokers)
 
 
 @pytest.fixture

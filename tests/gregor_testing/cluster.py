@@ -5,8 +5,8 @@ Clusters run on the session's ZooKeeper, each in a chroot of its own, with broke
 process a fixture starts is stopped by it, also when the test fails; a failed test shows the
 tail of each broker's log.
 
-- `cluster_factory(brokers=3, **properties)`: clusters for this test alone (tests that kill,
-  pause or restart brokers);
+- `cluster_factory(brokers=3, racks=None, **properties)`: clusters for this test alone
+  (tests that kill, pause or restart brokers; `racks`: each broker's broker.rack);
 - `cluster`: three brokers for this test;
 - `shared_cluster`: three brokers shared by a test module (tests use topics of their own);
 - `cluster_fixture(name, scope, properties)`: such a fixture for another scope or other
@@ -62,11 +62,12 @@ def start_cluster(
     brokers: int,
     properties: Mapping[str, str],
     listeners: Mapping[str, str] | None = None,
+    racks: Sequence[str] | None = None,
 ) -> LocalCluster:
     """Start `brokers` gregor-broker processes (ids 0..brokers-1) under `directory`, on
-    `zookeeper` in a chroot of their own, with these server properties and extra
-    `listeners` (name -> security protocol); return once every broker answers. Stop it with
-    `stop_cluster`."""
+    `zookeeper` in a chroot of their own, with these server properties, extra `listeners`
+    (name -> security protocol) and `racks` (broker i's broker.rack); return once every
+    broker answers. Stop it with `stop_cluster`."""
     chroot = f"/gregor-{next(_clusters)}-{uuid.uuid4().hex[:8]}"
     cluster = LocalCluster(
         directory,
@@ -74,6 +75,7 @@ def start_cluster(
         zookeeper_connect=zookeeper.connect + chroot,
         properties=properties,
         listeners=listeners,
+        racks=racks,
     )
     cluster.start()
     return cluster
@@ -117,14 +119,18 @@ def cluster_factory(
     started: list[LocalCluster] = []
 
     def make(
-        brokers: int = 3, *, listeners: Mapping[str, str] | None = None, **properties: Any
+        brokers: int = 3,
+        *,
+        listeners: Mapping[str, str] | None = None,
+        racks: Sequence[str] | None = None,
+        **properties: Any,
     ) -> LocalCluster:
         props = {
             key if "." in key else key.replace("_", "."): str(value)
             for key, value in properties.items()
         }
         cluster = start_cluster(
-            tmp_path / f"cluster-{len(started)}", zookeeper, brokers, props, listeners
+            tmp_path / f"cluster-{len(started)}", zookeeper, brokers, props, listeners, racks
         )
         started.append(cluster)
         return cluster

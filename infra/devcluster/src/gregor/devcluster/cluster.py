@@ -11,7 +11,8 @@ from gregor.devcluster.zookeeper import ZooKeeper
 
 
 class LocalCluster:
-    """`ports` fixes the brokers' ports (else free ones are chosen); broker ids are 0..N-1."""
+    """`ports` fixes the brokers' ports (else free ones are chosen); broker ids are 0..N-1;
+    `racks` gives broker i the `broker.rack` racks[i]."""
 
     def __init__(
         self,
@@ -23,9 +24,12 @@ class LocalCluster:
         zookeeper_connect: str | None = None,
         properties: Mapping[str, str] | None = None,
         listeners: Mapping[str, str] | None = None,
+        racks: Sequence[str] | None = None,
     ) -> None:
         if ports is not None and len(ports) != brokers:
             raise ValueError(f"{brokers} brokers need {brokers} ports, not {list(ports)}")
+        if racks is not None and len(racks) != brokers:
+            raise ValueError(f"{brokers} brokers need {brokers} racks, not {list(racks)}")
         self.directory = directory
         self.zookeeper: ZooKeeper | None = None
         if zookeeper_connect is None:
@@ -43,7 +47,9 @@ class LocalCluster:
                 directory / f"broker-{i}",
                 zookeeper_connect,
                 port=ports[i] if ports is not None else None,
-                properties=properties,
+                properties=(
+                    properties if racks is None else {**properties, "broker.rack": racks[i]}
+                ),
                 listeners=listeners,
             )
             for i in range(brokers)

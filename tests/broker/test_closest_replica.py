@@ -1,0 +1,191 @@
+"""Fetch from the closest replica (KIP-392): brokers in racks a, b and c with Kafka's
+RackAwareReplicaSelector; a consumer with client.rack=b reads every record from the broker
+in rack b (its per-topic bytes-out counter says so, the leader's stays at zero), and when
+that broker dies it reads the rest from the leader. For confluent-kafka and gregor-client;
+and the wire-level answers: the leader's preferred_read_replica without records, a
+follower serving a Fetch v11+ up to its high watermark, Kafka's errors."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+
+import confluent_kafka
+import pytest
+
+from gregor.client import Consumer
+from gregor.client import TopicPartition as GregorTopicPartition
+from gregor.devcluster import LocalCluster
+from gregor.protocol.apis.fetch import FetchPartition, FetchRequest, FetchTopic, PartitionData
+from gregor.protocol.errors import ErrorCode
+from gregor.protocol.records import iter_batches
+from gregor_testing.cluster import WireClient, create_topic, unique_topic, wait_for
+from gregor_testing.prometheus import scrape, value
+
+RACK_AWARE = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+RECORDS = 400
+LEADER, NEAREST = 0, 1  # broker 0 (rack a) leads; broker 1 is in the consumer's rack b
+BYTES_IN = "kafka_server_brokertopicmetrics_bytesin_total"
+BYTES_OUT = "kafka_server_brokertopicmetrics_bytesout_total"
+
+# read(n): the next n values the consumer reads, in order (fewer if it times out).
+Reader = Callable[[int], list[bytes]]
+
+
+def racked_cluster(factory: Callable[..., LocalCluster]) -> LocalCluster:
+    return factory(
+        3,
+        racks=["a", "b", "c"],
+        replica_selector_class=RACK_AWARE,
+        metrics_prometheus_listener="http://127.0.0.1:0",
+        replica_lag_time_max_ms=3000,  # the dead replica leaves the ISR soon
+    )
+
+
+def produce(cluster: LocalCluster, topic: str, first: int, count: int) -> None:
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "linger.ms": 5}
+    )
+    for i in range(first, first + count):
+        producer.produce(topic, b"v%d" % i, partition=0)
+    assert producer.flush(120) == 0
+
+
+def bytes_moved(cluster: LocalCluster, name: str, topic: str) -> dict[int, float]:
+    return {
+        b.broker_id: value(scrape(b), name, topic=topic) for b in cluster.brokers if b.is_running()
+    }
+
+
+@contextmanager
+def confluent_reader(cluster: LocalCluster, topic: str) -> Iterator[Reader]:
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": unique_topic("rack-b"),
+            "client.rack": "b",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([confluent_kafka.TopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
+
+    def read(n: int) -> list[bytes]:
+        got: list[bytes] = []
+        deadline = time.monotonic() + 90
+        while len(got) < n and time.monotonic() < deadline:
+            for message in consumer.consume(n - len(got), timeout=1):
+                assert message.error() is None, message.error()
+                got.append(message.value())
+        return got
+
+    try:
+        yield read
+    finally:
+        consumer.close()
+
+
+@contextmanager
+def gregor_reader(cluster: LocalCluster, topic: str) -> Iterator[Reader]:
+    with Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "client.rack": "b",
+            "auto.offset.reset": "earliest",
+        }
+    ) as consumer:
+        consumer.assign([GregorTopicPartition(topic, 0)])
+
+        def read(n: int) -> list[bytes]:
+            got: list[bytes] = []
+            deadline = time.monotonic() + 90
+            while len(got) < n and time.monotonic() < deadline:
+                got += [r.value or b"" for r in consumer.consume(n - len(got), timeout=1)]
+            return got
+
+        yield read
+
+
+@pytest.mark.parametrize("reader", [confluent_reader, gregor_reader], ids=["confluent", "gregor"])
+def test_a_consumer_reads_from_its_rack_and_falls_back_to_the_leader(
+    cluster_factory: Callable[..., LocalCluster],
+    reader: Callable[[LocalCluster, str], AbstractContextManager[Reader]],
+) -> None:
+    cluster = racked_cluster(cluster_factory)
+    topic = unique_topic("closest")
+    create_topic(cluster, topic, assignment={0: [LEADER, NEAREST, 2]})
+    produce(cluster, topic, 0, RECORDS)
+    with reader(cluster, topic) as read:
+        assert read(RECORDS) == [b"v%d" % i for i in range(RECORDS)]
+        appended = bytes_moved(cluster, BYTES_IN, topic)[LEADER]
+        # Every byte went out of the broker in rack b, once; none from the others.
+        wait_for(
+            lambda: bytes_moved(cluster, BYTES_OUT, topic) == {0: 0, 1: appended, 2: 0},
+            30,
+            f"the rack-b broker to have sent all {appended} bytes",
+        )
+
+        cluster.broker(NEAREST).kill()
+        produce(cluster, topic, RECORDS, RECORDS)
+        assert read(RECORDS) == [b"v%d" % i for i in range(RECORDS, 2 * RECORDS)]
+    out = bytes_moved(cluster, BYTES_OUT, topic)
+    assert out[LEADER] > 0 and out[2] == 0
+
+
+def fetch(client: WireClient, topic: str, offset: int, version: int = 11) -> PartitionData:
+    request = FetchRequest(
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        rack_id="b",
+        topics=[
+            FetchTopic(
+                topic=topic,
+                partitions=[
+                    FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)
+                ],
+            )
+        ],
+    )
+    (partition,) = client.request(request, version).responses[0].partitions
+    assert isinstance(partition, PartitionData)
+    return partition
+
+
+def test_the_wire_answers_of_leaders_and_followers(
+    cluster_factory: Callable[..., LocalCluster],
+) -> None:
+    cluster = racked_cluster(cluster_factory)
+    topic = unique_topic("closest-wire")
+    create_topic(cluster, topic, assignment={0: [LEADER, NEAREST, 2]})
+    produce(cluster, topic, 0, RECORDS)
+    with WireClient(cluster.broker(LEADER)) as leader:
+        # The leader names the rack-b replica and sends no records; Fetch v10 (no rack)
+        # gets the records.
+        named = fetch(leader, topic, 0)
+        assert named.error_code == ErrorCode.NONE and named.preferred_read_replica == NEAREST
+        assert not named.records and named.high_watermark == RECORDS
+        old = fetch(leader, topic, 0, version=10)
+        assert old.preferred_read_replica == -1 and old.records
+    with WireClient(cluster.broker(NEAREST)) as follower:
+        # The follower serves up to its high watermark (the leader's, once replicated).
+        def replicated() -> bool:
+            return fetch(follower, topic, 0).high_watermark == RECORDS
+
+        wait_for(replicated, 30, "the follower's high watermark")
+        offset, values = 0, []
+        while offset < RECORDS:
+            data = fetch(follower, topic, offset)
+            assert data.error_code == ErrorCode.NONE and data.preferred_read_replica == -1
+            for batch in iter_batches(bytes(data.records)):
+                values += [r.value for r in batch.records()]
+                offset = batch.header.next_offset
+        assert values == [b"v%d" % i for i in range(RECORDS)]
+        at_end = fetch(follower, topic, RECORDS)
+        assert at_end.error_code == ErrorCode.NONE and not at_end.records
+        beyond = fetch(follower, topic, RECORDS + 1)
+        assert beyond.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+        # Before v11 a consumer reads leaders only.
+        refused = fetch(follower, topic, 0, version=10)
+        assert refused.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
