@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from groups.helpers import (
     SESSION,
@@ -124,6 +125,13 @@ def test_coordinator_failover(cluster_factory: Callable[..., LocalCluster]) -> N
     assert all(after[tp] >= offset for tp, offset in before.items())
 
 
+@pytest.mark.xfail(
+    reason="open bug (issue 19): when gregor-client joins the KIP-848 group first and takes "
+    "all 6 partitions, the two librdkafka members that join next are assigned theirs "
+    "(ConsumerGroupDescribe: Stable, 2 each) but never fetch, so the group stalls before "
+    "the failover; reproduced 4 of 4 runs on 2026-11-25, also before the group records",
+    strict=False,
+)
 def test_consumer_protocol_coordinator_failover(
     cluster_factory: Callable[..., LocalCluster],
 ) -> None:
