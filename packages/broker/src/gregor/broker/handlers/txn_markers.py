@@ -77,6 +77,8 @@ async def write_txn_markers(
                     log.exception("the marker of producer %d on %s-%d", marker.producer_id, *key)
                     results[key] = ProduceResult(ErrorCode.UNKNOWN_SERVER_ERROR)
                     continue
+                # Bytes in, as Kafka counts every append to a leader, markers too.
+                ctx.services.metrics.appended(topic.name, info.valid_bytes, info.records_count)
                 results[key] = ProduceResult(ErrorCode.NONE, info.first_offset)
                 waiting[key] = info.last_offset + 1
         await Appended(replicas, results, waiting).replicated(MARKER_REPLICATION_TIMEOUT_MS)
