@@ -1,9 +1,11 @@
 """Fetch from the closest replica (KIP-392): brokers in racks a, b and c with Kafka's
 RackAwareReplicaSelector; a consumer with client.rack=b reads every record from the broker
 in rack b (its per-topic bytes-out counter says so, the leader's stays at zero), and when
-that broker dies it reads the rest from the leader. For confluent-kafka and gregor-client;
-and the wire-level answers: the leader's preferred_read_replica without records, a
-follower serving a Fetch v11+ up to its high watermark, Kafka's errors."""
+that broker dies it reads the rest from the leader. For confluent-kafka and gregor-client,
+also read_committed over transactions, which the follower serves from its own replicated
+producer state: up to its last stable offset, with the aborted transactions named. And the
+wire-level answers: the leader's preferred_read_replica without records, a follower serving
+a Fetch v11+ up to its high watermark (its LSO read_committed), Kafka's errors."""
 
 from __future__ import annotations
 
@@ -59,13 +61,16 @@ def bytes_moved(cluster: LocalCluster, name: str, topic: str) -> dict[int, float
 
 
 @contextmanager
-def confluent_reader(cluster: LocalCluster, topic: str) -> Iterator[Reader]:
+def confluent_reader(
+    cluster: LocalCluster, topic: str, isolation: str = "read_uncommitted"
+) -> Iterator[Reader]:
     consumer = confluent_kafka.Consumer(
         {
             "bootstrap.servers": cluster.bootstrap_servers,
             "group.id": unique_topic("rack-b"),
             "client.rack": "b",
             "enable.auto.commit": False,
+            "isolation.level": isolation,
         }
     )
     consumer.assign([confluent_kafka.TopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
@@ -86,12 +91,15 @@ def confluent_reader(cluster: LocalCluster, topic: str) -> Iterator[Reader]:
 
 
 @contextmanager
-def gregor_reader(cluster: LocalCluster, topic: str) -> Iterator[Reader]:
+def gregor_reader(
+    cluster: LocalCluster, topic: str, isolation: str = "read_uncommitted"
+) -> Iterator[Reader]:
     with Consumer(
         {
             "bootstrap.servers": cluster.bootstrap_servers,
             "client.rack": "b",
             "auto.offset.reset": "earliest",
+            "isolation.level": isolation,
         }
     ) as consumer:
         consumer.assign([GregorTopicPartition(topic, 0)])
@@ -132,12 +140,15 @@ def test_a_consumer_reads_from_its_rack_and_falls_back_to_the_leader(
     assert out[LEADER] > 0 and out[2] == 0
 
 
-def fetch(client: WireClient, topic: str, offset: int, version: int = 11) -> PartitionData:
+def fetch(
+    client: WireClient, topic: str, offset: int, version: int = 11, isolation_level: int = 0
+) -> PartitionData:
     request = FetchRequest(
         replica_id=-1,
         max_wait_ms=0,
         min_bytes=1,
         max_bytes=1 << 20,
+        isolation_level=isolation_level,
         rack_id="b",
         topics=[
             FetchTopic(
@@ -189,3 +200,115 @@ def test_the_wire_answers_of_leaders_and_followers(
         # Before v11 a consumer reads leaders only.
         refused = fetch(follower, topic, 0, version=10)
         assert refused.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+class Transactions:
+    """A confluent-kafka transactional producer writing partition 0 of `topic`: committed
+    and aborted transactions, and one left open."""
+
+    def __init__(self, cluster: LocalCluster, topic: str) -> None:
+        self.topic = topic
+        self.producer = confluent_kafka.Producer(
+            {
+                "bootstrap.servers": cluster.bootstrap_servers,
+                "transactional.id": unique_topic("rack-txn"),
+                "linger.ms": 5,
+            }
+        )
+        self.producer.init_transactions(60)
+
+    def write(self, values: list[bytes], end: str | None) -> None:
+        """One transaction of `values`, then "commit", "abort", or None to leave it open."""
+        self.producer.begin_transaction()
+        for v in values:
+            self.producer.produce(self.topic, v, partition=0)
+        assert self.producer.flush(60) == 0
+        if end == "commit":
+            self.producer.commit_transaction(60)
+        elif end == "abort":
+            self.producer.abort_transaction(60)
+
+
+def values(prefix: str, count: int) -> list[bytes]:
+    return [b"%s%d" % (prefix.encode(), i) for i in range(count)]
+
+
+@pytest.mark.parametrize("reader", [confluent_reader, gregor_reader], ids=["confluent", "gregor"])
+def test_a_read_committed_consumer_reads_only_committed_records_from_its_rack(
+    cluster_factory: Callable[..., LocalCluster],
+    reader: Callable[..., AbstractContextManager[Reader]],
+) -> None:
+    cluster = racked_cluster(cluster_factory)
+    topic = unique_topic("closest-txn")
+    create_topic(cluster, topic, assignment={0: [LEADER, NEAREST, 2]})
+    txns = Transactions(cluster, topic)
+    first, aborted, second, opened = (
+        values("c", 60),
+        values("a", 40),
+        values("d", 60),
+        values("o", 30),
+    )
+    txns.write(first, "commit")
+    txns.write(aborted, "abort")
+    txns.write(second, "commit")
+    txns.write(opened, None)
+    with reader(cluster, topic, "read_committed") as read:
+        # The aborted records never show; the open transaction holds the rest back.
+        assert read(len(first) + len(second)) == first + second
+        txns.producer.commit_transaction(60)
+        assert read(len(opened)) == opened
+        # Nothing came from the leader or the third broker: the follower in rack b served it
+        # all, aborted records and control batches included.
+        appended = bytes_moved(cluster, BYTES_IN, topic)[LEADER]
+        wait_for(
+            lambda: bytes_moved(cluster, BYTES_OUT, topic) == {0: 0, 1: appended, 2: 0},
+            30,
+            f"the rack-b broker to have sent all {appended} bytes",
+        )
+
+
+def test_a_follower_answers_read_committed_up_to_its_last_stable_offset(
+    cluster_factory: Callable[..., LocalCluster],
+) -> None:
+    cluster = racked_cluster(cluster_factory)
+    topic = unique_topic("closest-lso")
+    create_topic(cluster, topic, assignment={0: [LEADER, NEAREST, 2]})
+    txns = Transactions(cluster, topic)
+    txns.write(values("c", 10), "commit")  # offsets 0-9, its marker 10
+    txns.write(values("a", 5), "abort")  # 11-15, marker 16
+    txns.write(values("o", 5), None)  # 17-21, open
+    with WireClient(cluster.broker(LEADER)) as leader:
+        at_leader = fetch(leader, topic, 0, version=10, isolation_level=1)
+    assert (at_leader.high_watermark, at_leader.last_stable_offset) == (22, 17)
+    [aborted] = at_leader.aborted_transactions
+    assert aborted.first_offset == 11
+    with WireClient(cluster.broker(NEAREST)) as follower:
+        wait_for(
+            lambda: fetch(follower, topic, 0).high_watermark == 22,
+            30,
+            "the follower's high watermark",
+        )
+        committed = fetch(follower, topic, 0, isolation_level=1)
+        assert committed.error_code == ErrorCode.NONE
+        assert (committed.high_watermark, committed.last_stable_offset) == (22, 17)
+        assert [(a.producer_id, a.first_offset) for a in committed.aborted_transactions] == [
+            (aborted.producer_id, 11)
+        ]
+        batches = list(iter_batches(bytes(committed.records)))
+        # Records stop at the LSO: the open transaction's batch is not sent.
+        assert batches[-1].header.next_offset == 17
+        assert [b.header.is_control for b in batches] == [False, True, False, True]
+        uncommitted = fetch(follower, topic, 0)
+        assert list(iter_batches(bytes(uncommitted.records)))[-1].header.next_offset == 22
+
+        txns.producer.commit_transaction(60)
+        wait_for(
+            lambda: fetch(follower, topic, 17, isolation_level=1).last_stable_offset == 23,
+            30,
+            "the follower's LSO to pass the committed transaction",
+        )
+        after = fetch(follower, topic, 17, isolation_level=1)
+        assert after.aborted_transactions == []
+        batches = list(iter_batches(bytes(after.records)))
+        assert [b.header.is_control for b in batches] == [False, True]
+        assert [r.value for r in batches[0].records()] == values("o", 5)
