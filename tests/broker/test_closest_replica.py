@@ -22,7 +22,7 @@ from gregor.devcluster import LocalCluster
 from gregor.protocol.apis.fetch import FetchPartition, FetchRequest, FetchTopic, PartitionData
 from gregor.protocol.errors import ErrorCode
 from gregor.protocol.records import iter_batches
-from gregor_testing.cluster import WireClient, create_topic, unique_topic, wait_for
+from gregor_testing.cluster import WireClient, create_topic, partitions_of, unique_topic, wait_for
 from gregor_testing.prometheus import scrape, value
 
 RACK_AWARE = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
@@ -30,6 +30,7 @@ RECORDS = 400
 LEADER, NEAREST = 0, 1  # broker 0 (rack a) leads; broker 1 is in the consumer's rack b
 BYTES_IN = "kafka_server_brokertopicmetrics_bytesin_total"
 BYTES_OUT = "kafka_server_brokertopicmetrics_bytesout_total"
+REQUESTS = "kafka_network_requestmetrics_requests_total"
 
 # read(n): the next n values the consumer reads, in order (fewer if it times out).
 Reader = Callable[[int], list[bytes]]
@@ -138,6 +139,38 @@ def test_a_consumer_reads_from_its_rack_and_falls_back_to_the_leader(
         assert read(RECORDS) == [b"v%d" % i for i in range(RECORDS, 2 * RECORDS)]
     out = bytes_moved(cluster, BYTES_OUT, topic)
     assert out[LEADER] > 0 and out[2] == 0
+
+
+def test_gregor_client_reads_the_leader_while_the_replica_it_named_is_dead(
+    cluster_factory: Callable[..., LocalCluster],
+) -> None:
+    """Until the dead rack-b replica leaves the ISR, the leader keeps naming it. gregor-client
+    shuns it meanwhile (its requests carry no rack, so the leader serves them): a handful of
+    long polls, where asking again at once was a busy loop of empty answers."""
+    cluster = racked_cluster(cluster_factory)
+    topic = unique_topic("closest-shun")
+    create_topic(cluster, topic, assignment={0: [LEADER, NEAREST, 2]})
+    produce(cluster, topic, 0, RECORDS)
+    leader = cluster.broker(LEADER)
+
+    def fetches() -> float:
+        return value(scrape(leader), REQUESTS, request="Fetch")
+
+    with gregor_reader(cluster, topic) as read:
+        assert read(RECORDS) == [b"v%d" % i for i in range(RECORDS)]
+        before = fetches()
+        cluster.broker(NEAREST).kill()
+        produce(cluster, topic, RECORDS, RECORDS)
+        assert read(RECORDS) == [b"v%d" % i for i in range(RECORDS, 2 * RECORDS)]
+        wait_for(
+            lambda: sorted(partitions_of(cluster, topic, LEADER)[0].isr_nodes) == [LEADER, 2],
+            30,
+            "the dead replica to leave the ISR",
+        )
+        asked = fetches() - before
+    # replica.lag.time.max.ms is 3 s: the consumer's long polls (fetch.max.wait.ms 500),
+    # broker 2's and a probe of the dead replica a second make a few dozen.
+    assert asked < 200, f"{asked:.0f} Fetch requests at the leader while the replica was dead"
 
 
 def fetch(

@@ -15,7 +15,10 @@ With `client.rack` set, a leader with a `replica.selector.class` may answer a pa
 its high watermark) for `metadata.max.age.ms`, after which the leader is asked again. A
 failure of that replica (an error, a lost connection, an offset out of its range), its
 leaving the partition's ISR or the cluster in the metadata, sends the partition back to the
-leader at once.
+leader at once. A replica that cannot be reached stays shunned for `reconnect.backoff.max.ms`:
+meanwhile requests to the leaders of the partitions it holds carry no rack, so the leader
+serves them itself instead of naming the dead replica again (which it does until that
+replica leaves its ISR; asking it again at once would be a busy loop of empty answers).
 
 Errors: a moved leader or an unknown partition refreshes metadata and the partition is
 fetched again from its leader; an offset out of range resets the position as
@@ -154,6 +157,7 @@ class Fetcher:
         self.read_committed = config.isolation_level == "read_committed"
         self._busy: set[int] = set()
         self._sessions: dict[int, FetchSessionHandler] = {}  # by broker
+        self._shunned: dict[int, float] = {}  # unreachable read replica -> until (monotonic)
         self._wakeup = Wakeup()
 
     def wake(self) -> None:
@@ -210,8 +214,9 @@ class Fetcher:
         replica = state.preferred_read_replica
         if replica >= 0:
             info = cluster.partition_info(tp)
+            now = time.monotonic()
             if (
-                time.monotonic() < state.preferred_until
+                now < state.preferred_until
                 and info is not None
                 and replica in info.isr
                 and cluster.broker(replica) is not None
@@ -219,10 +224,30 @@ class Fetcher:
             ):
                 return replica
             log.debug("%s: back from replica %d to the leader", tp, replica)
+            if self.client.connect_failed(replica) and self._shunned.get(replica, 0) <= now:
+                self._shun(replica)
+                self.client.initiate_connect(replica)  # to go back to it once it answers
             state.preferred_read_replica = -1
         return cluster.leader_for(tp)
 
-    def _request(self, session: FetchSessionRequest) -> FetchRequest:
+    def _shun(self, replica: int) -> None:
+        self._shunned[replica] = time.monotonic() + self.config.reconnect_backoff_max_ms / 1000
+
+    def _rack_for(self, parts: list[tuple[TopicPartition, int, int]]) -> str:
+        """`client.rack`, unless a partition asked for has a replica that is shunned."""
+        rack = self.config.client_rack
+        if not rack or not self._shunned:
+            return rack
+        now = time.monotonic()
+        self._shunned = {node: until for node, until in self._shunned.items() if until > now}
+        cluster = self.client.cluster
+        for tp, _, _ in parts:
+            info = cluster.partition_info(tp)
+            if info is not None and any(r in self._shunned for r in info.replicas):
+                return ""
+        return rack
+
+    def _request(self, session: FetchSessionRequest, rack: str) -> FetchRequest:
         config = self.config
         return FetchRequest(
             replica_id=-1,
@@ -234,7 +259,7 @@ class Fetcher:
             session_epoch=session.session_epoch,
             topics=session.topics,
             forgotten_topics_data=session.forgotten,
-            rack_id=config.client_rack,
+            rack_id=rack,
         )
 
     def _wanted(self, parts: list[tuple[TopicPartition, int, int]]) -> dict[Key, FetchPartition]:
@@ -265,7 +290,10 @@ class Fetcher:
             session = handler.build(self._wanted(parts), sessions=version >= 7)
             try:
                 response = await self.client.send(
-                    connection, self._request(session), version, timeout=timeout
+                    connection,
+                    self._request(session, self._rack_for(parts)),
+                    version,
+                    timeout=timeout,
                 )
             except BaseException:
                 handler.handle_error()
@@ -293,6 +321,7 @@ class Fetcher:
                         state.in_flight = False
                         if failed and state.preferred_read_replica == node:
                             state.preferred_read_replica = -1  # the leader, next
+                            self._shun(node)
             self.wake()
 
     def _handle(
