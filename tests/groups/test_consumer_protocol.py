@@ -79,14 +79,18 @@ class Reads:
 
     def __call__(self, index: int, message: Message) -> None:
         consumer = self.active[index]
+        self.record(consumer, message.partition(), message.offset())
+        commit(consumer, message)
+
+    def record(self, consumer: Any, partition: int, offset: int) -> None:
+        """A record `consumer` (confluent-kafka's or gregor-client's) read."""
         owned = frozenset(tp.partition for tp in consumer.assignment())
         last, generation = self._assignments.get(id(consumer), (frozenset(), 0))
         if owned != last:
             generation += 1
             self._assignments[id(consumer)] = (owned, generation)
-        self.seen[(message.partition(), message.offset())] += 1
-        self.history.append((id(consumer), generation, message.partition(), message.offset()))
-        commit(consumer, message)
+        self.seen[(partition, offset)] += 1
+        self.history.append((id(consumer), generation, partition, offset))
 
     def read_twice(self) -> list[tuple[int, int]]:
         """The records read twice within one generation: by the same member under the same
@@ -222,29 +226,30 @@ def test_heartbeat_errors(group_cluster: LocalCluster) -> None:
 
 def test_gregor_client_members_beside_librdkafka(group_cluster: LocalCluster, members: Any) -> None:
     """gregor-client speaks the consumer protocol too: two of its consumers and a
-    confluent-kafka one share a group, one gregor-client member leaves, and every record is
-    read."""
+    confluent-kafka one share a group, one gregor-client member leaves and another joins,
+    every record is read, and none twice within a generation."""
     from gregor.client import Consumer as GregorConsumer
 
     topic = unique_topic("kip848-mixed")
     create_topic(group_cluster, topic, partitions=PARTITIONS, replication_factor=3)
     group = unique_topic("g-kip848-mixed")
     produce(group_cluster, topic, [b"m%d" % i for i in range(300)], PARTITIONS)
-    ours = [
-        GregorConsumer(
+
+    def gregor_member(name: str) -> Any:
+        return GregorConsumer(
             {
                 "bootstrap.servers": group_cluster.bootstrap_servers,
                 "group.id": group,
                 "group.protocol": "consumer",
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
-                "client.id": f"gregor-{i}",
+                "client.id": name,
             }
         )
-        for i in range(2)
-    ]
+
+    ours = [gregor_member(f"gregor-{i}") for i in range(2)]
     theirs = members(group, **{"client.id": "librdkafka"})
-    seen: Counter[tuple[int, int]] = Counter()
+    reads = Reads([])
     try:
         for consumer in ours:
             consumer.subscribe([topic])
@@ -255,11 +260,11 @@ def test_gregor_client_members_beside_librdkafka(group_cluster: LocalCluster, me
                 if isinstance(consumer, Consumer):
                     message = consumer.poll(0.05)
                     if message is not None and message.error() is None:
-                        seen[(message.partition(), message.offset())] += 1
+                        reads.record(consumer, message.partition(), message.offset())
                         commit(consumer, message)
                     continue
                 for record in consumer.consume(timeout=0.05):
-                    seen[(record.partition, record.offset)] += 1
+                    reads.record(consumer, record.partition, record.offset)
                     consumer.commit({tp_of(record): record.offset + 1})
 
         def owned(active: list[Any]) -> list[set[int]]:
@@ -271,11 +276,17 @@ def test_gregor_client_members_beside_librdkafka(group_cluster: LocalCluster, me
         leaving.close()
         active = [ours[0], theirs]
         wait_until_balanced(active, step, owned, [3, 3])
+        ours.append(gregor_member("gregor-2"))
+        ours[-1].subscribe([topic])
+        active.append(ours[-1])
+        wait_until_balanced(active, step, owned, [2, 2, 2])
+        produce(group_cluster, topic, [b"n%d" % i for i in range(300)], PARTITIONS)
         deadline = time.monotonic() + 60
-        while len(seen) < 300:
-            assert time.monotonic() < deadline, f"read {len(seen)} of 300"
+        while len(reads.seen) < 600:
+            assert time.monotonic() < deadline, f"read {len(reads.seen)} of 600"
             step(active)
-        assert set(seen) == {(p, o) for p in range(PARTITIONS) for o in range(50)}
+        assert set(reads.seen) == {(p, o) for p in range(PARTITIONS) for o in range(100)}
+        assert reads.read_twice() == []
     finally:
         for consumer in ours:
             consumer.close()
