@@ -46,6 +46,14 @@ def racked_cluster(factory: Callable[..., LocalCluster]) -> LocalCluster:
     )
 
 
+def racked_topic(factory: Callable[..., LocalCluster], prefix: str) -> tuple[LocalCluster, str]:
+    """A racked cluster and a topic of one partition led in rack a, replicated in b and c."""
+    cluster = racked_cluster(factory)
+    topic = unique_topic(prefix)
+    create_topic(cluster, topic, assignment={0: [LEADER, NEAREST, 2]})
+    return cluster, topic
+
+
 def produce(cluster: LocalCluster, topic: str, first: int, count: int) -> None:
     producer = confluent_kafka.Producer(
         {"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "linger.ms": 5}
@@ -120,9 +128,7 @@ def test_a_consumer_reads_from_its_rack_and_falls_back_to_the_leader(
     cluster_factory: Callable[..., LocalCluster],
     reader: Callable[[LocalCluster, str], AbstractContextManager[Reader]],
 ) -> None:
-    cluster = racked_cluster(cluster_factory)
-    topic = unique_topic("closest")
-    create_topic(cluster, topic, assignment={0: [LEADER, NEAREST, 2]})
+    cluster, topic = racked_topic(cluster_factory, "closest")
     produce(cluster, topic, 0, RECORDS)
     with reader(cluster, topic) as read:
         assert read(RECORDS) == [b"v%d" % i for i in range(RECORDS)]
@@ -147,9 +153,7 @@ def test_gregor_client_reads_the_leader_while_the_replica_it_named_is_dead(
     """Until the dead rack-b replica leaves the ISR, the leader keeps naming it. gregor-client
     shuns it meanwhile (its requests carry no rack, so the leader serves them): a handful of
     long polls, where asking again at once was a busy loop of empty answers."""
-    cluster = racked_cluster(cluster_factory)
-    topic = unique_topic("closest-shun")
-    create_topic(cluster, topic, assignment={0: [LEADER, NEAREST, 2]})
+    cluster, topic = racked_topic(cluster_factory, "closest-shun")
     produce(cluster, topic, 0, RECORDS)
     leader = cluster.broker(LEADER)
 
@@ -200,9 +204,7 @@ def fetch(
 def test_the_wire_answers_of_leaders_and_followers(
     cluster_factory: Callable[..., LocalCluster],
 ) -> None:
-    cluster = racked_cluster(cluster_factory)
-    topic = unique_topic("closest-wire")
-    create_topic(cluster, topic, assignment={0: [LEADER, NEAREST, 2]})
+    cluster, topic = racked_topic(cluster_factory, "closest-wire")
     produce(cluster, topic, 0, RECORDS)
     with WireClient(cluster.broker(LEADER)) as leader:
         # The leader names the rack-b replica and sends no records; Fetch v10 (no rack)
@@ -271,9 +273,7 @@ def test_a_read_committed_consumer_reads_only_committed_records_from_its_rack(
     cluster_factory: Callable[..., LocalCluster],
     reader: Callable[..., AbstractContextManager[Reader]],
 ) -> None:
-    cluster = racked_cluster(cluster_factory)
-    topic = unique_topic("closest-txn")
-    create_topic(cluster, topic, assignment={0: [LEADER, NEAREST, 2]})
+    cluster, topic = racked_topic(cluster_factory, "closest-txn")
     txns = Transactions(cluster, topic)
     first, aborted, second, opened = (
         values("c", 60),
@@ -303,9 +303,7 @@ def test_a_read_committed_consumer_reads_only_committed_records_from_its_rack(
 def test_a_follower_answers_read_committed_up_to_its_last_stable_offset(
     cluster_factory: Callable[..., LocalCluster],
 ) -> None:
-    cluster = racked_cluster(cluster_factory)
-    topic = unique_topic("closest-lso")
-    create_topic(cluster, topic, assignment={0: [LEADER, NEAREST, 2]})
+    cluster, topic = racked_topic(cluster_factory, "closest-lso")
     txns = Transactions(cluster, topic)
     txns.write(values("c", 10), "commit")  # offsets 0-9, its marker 10
     txns.write(values("a", 5), "abort")  # 11-15, marker 16
