@@ -41,11 +41,12 @@ def produce(bootstrap: str, topic: str) -> list[Row]:
         )
 
         def report(headers: list[tuple[str, bytes]], err: Any, msg: Any) -> None:
-            # A delivery report carries no headers: they come from what was sent.
+            # A delivery report carries no headers: they come from what was sent. A record
+            # without any reads back with null headers, as spark-sql-kafka reads it.
             assert err is None, err
             acked.append(
                 (msg.key(), msg.value(), msg.topic(), msg.partition(), msg.offset(),
-                 msg.timestamp()[1], 0, headers)
+                 msg.timestamp()[1], 0, headers or None)
             )  # fmt: skip
 
         for _ in range(PER_CODEC):
@@ -84,7 +85,9 @@ def rows(df: DataFrame) -> list[Row]:
     """The rows as produce() describes records, timestamps in milliseconds."""
     out = []
     for r in df.selectExpr("*", "unix_millis(timestamp) AS millis").collect():
-        headers = [(h.key, h.value) for h in r.headers] if "headers" in r else None
+        headers = None
+        if "headers" in r and r.headers is not None:
+            headers = [(h.key, h.value) for h in r.headers]
         out.append(
             (r.key, r.value, r.topic, r.partition, r.offset, r.millis, r.timestampType, headers)
         )

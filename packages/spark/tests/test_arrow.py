@@ -49,7 +49,7 @@ def test_records_to_batch() -> None:
             "offset": 12,
             "timestamp": datetime.datetime(2023, 11, 14, 22, 13, 20, 456000, tzinfo=utc),
             "timestampType": 1,
-            "headers": [],
+            "headers": None,  # no headers: null, as spark-sql-kafka
         },
     ]
     plain = to_record_batch("t", 2, records, include_headers=False)

@@ -89,7 +89,8 @@ def to_record_batch(
         pa.array(columns[4], pa.int32()),
     ]
     if include_headers:
-        arrays.append(pa.array(columns[7], HEADER_TYPE))
+        # A record without headers has null there, as spark-sql-kafka gives it.
+        arrays.append(pa.array([h or None for h in columns[7]], HEADER_TYPE))
     return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(include_headers))
 
 
