@@ -176,6 +176,55 @@ def test_assign_pattern_and_min_partitions(
     assert [r[:7] for r in rows(capped)] == [r[:7] for r in produced]
 
 
+def test_read_committed_reads_only_committed_transactions(
+    spark: SparkSession, shared_cluster: LocalCluster
+) -> None:
+    """kafka.isolation.level=read_committed: aborted records and control records never
+    become rows, and `latest` ends at the last stable offset, before an open transaction;
+    read_uncommitted (the consumer's default, as in spark-sql-kafka) reads every data record
+    and still no control record."""
+    topic = unique_topic("spark-txn")
+    create_topic(shared_cluster, topic, partitions=1, replication_factor=2)
+    producer = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": shared_cluster.bootstrap_servers,
+            "transactional.id": unique_topic("spark-txn"),
+        }
+    )
+    producer.init_transactions(60)
+    written: dict[str, list[bytes]] = {}
+
+    def transaction(prefix: str, count: int, end: str | None) -> None:
+        producer.begin_transaction()
+        written[prefix] = [b"%s%d" % (prefix.encode(), i) for i in range(count)]
+        for value in written[prefix]:
+            producer.produce(topic, value, partition=0)
+        assert producer.flush(60) == 0
+        if end == "commit":
+            producer.commit_transaction(60)
+        elif end == "abort":
+            producer.abort_transaction(60)
+
+    transaction("c", 20, "commit")  # offsets 0-19, its marker 20
+    transaction("a", 10, "abort")  # 21-30, marker 31
+    transaction("d", 20, "commit")  # 32-51, marker 52
+    transaction("o", 5, None)  # 53-57, open
+
+    def read_all(**options: str) -> list[tuple[int, bytes]]:
+        df = read(spark, shared_cluster.bootstrap_servers, subscribe=topic, **options)
+        return [(r.offset, r.value) for r in df.orderBy("offset").collect()]
+
+    try:
+        committed = read_all(**{"kafka.isolation.level": "read_committed"})
+        want = written["c"] + written["d"]
+        assert committed == list(zip([*range(20), *range(32, 52)], want, strict=True))
+        data = written["c"] + written["a"] + written["d"] + written["o"]
+        offsets = [*range(20), *range(21, 31), *range(32, 52), *range(53, 58)]
+        assert read_all() == list(zip(offsets, data, strict=True))
+    finally:
+        producer.abort_transaction(60)
+
+
 def test_errors(spark: SparkSession, written: tuple[str, str, list[Row]]) -> None:
     bootstrap, topic, _ = written
     with pytest.raises(Exception, match="subscribed topics do not exist: no-such-topic"):
