@@ -122,12 +122,49 @@ def test_exactly_once_keeps_the_offset_syncs_on_the_target() -> None:
             {"metrics.prometheus.listener": "127.0.0.1:9108"},
             "metrics.prometheus.listener = '127.0.0.1:9108': must be http://HOST:PORT",
         ),
+        # Client settings are checked at start too, not when a flow first connects.
+        (
+            {"A.consumer.fetch.max.wait.mss": "5"},
+            "A: its consumer settings (A.consumer.* and A.*): unknown consumer config "
+            "'fetch.max.wait.mss'; did you mean 'fetch.max.wait.ms'?",
+        ),
+        (
+            {"B.producer.acks": "some"},
+            "B: its producer settings (B.producer.* and B.*): acks='some'",
+        ),
+        ({"A.frobnicate": "1"}, "A.frobnicate = '1': not a setting of any client"),
+        (
+            {"A.security.protocol": "SASL_SSL"},
+            "A: its consumer settings (A.consumer.* and A.*): ",
+        ),
     ],
 )
 def test_bad_values_name_key_value_and_rule(extra: dict[str, str], message: str) -> None:
     props = {"clusters": "A, B", "A.bootstrap.servers": "a:1", "B.bootstrap.servers": "b:1"}
     with pytest.raises(MirrorConfigError, match=re.escape(message)):
         MirrorConfig.from_properties({**props, **extra})
+
+
+def test_cluster_wide_client_settings_go_to_the_clients_that_have_them() -> None:
+    """As MM2's Java clients ignore what is not theirs: `A.isolation.level` reaches A's
+    consumer only, `B.compression.type` B's producer only, `A.client.id` all three."""
+    props = {
+        "clusters": "A, B",
+        "A.bootstrap.servers": "a:1",
+        "B.bootstrap.servers": "b:1",
+        "A.isolation.level": "read_committed",
+        "A.client.id": "mirror",
+        "B.compression.type": "lz4",
+    }
+    clusters = MirrorConfig.from_properties(props).clusters
+    a, b = clusters["A"], clusters["B"]
+    assert a.consumer_config()["isolation.level"] == "read_committed"
+    assert "isolation.level" not in a.producer_config()
+    assert "isolation.level" not in a.admin_config()
+    assert {a.consumer_config()["client.id"], a.producer_config()["client.id"]} == {"mirror"}
+    assert a.admin_config()["client.id"] == "mirror"
+    assert b.producer_config()["compression.type"] == "lz4"
+    assert "compression.type" not in b.consumer_config()
 
 
 def test_prometheus_listener() -> None:

@@ -5,12 +5,13 @@
 
 Each takes a config dict with Kafka's property names. The sync clients run their I/O on a
 background thread; the async ones run natively under trio, and serve asyncio through a
-thread-safe bridge.
+thread-safe bridge. `ProducerConfig`, `ConsumerConfig` and `AdminConfig` check such a dict
+without connecting (`from_dict` raises ConfigError naming the key; `knows(key)`).
 """
 
 from gregor.client.admin import AdminClient, NewTopic
 from gregor.client.admin.aio import AsyncAdminClient
-from gregor.client.config import ConfigError
+from gregor.client.config import AdminConfig, ConfigError, ConsumerConfig, ProducerConfig
 from gregor.client.consumer import Consumer, ConsumerRecord
 from gregor.client.consumer.aio import AsyncConsumer
 from gregor.client.producer import Producer, RecordFuture
@@ -25,17 +26,20 @@ from gregor.client.types import (
 
 __all__ = [
     "AdminClient",
+    "AdminConfig",
     "AsyncAdminClient",
     "AsyncConsumer",
     "AsyncProducer",
     "ConfigError",
     "Consumer",
+    "ConsumerConfig",
     "ConsumerGroupMetadata",
     "ConsumerRecord",
     "NewTopic",
     "OffsetAndMetadata",
     "OffsetAndTimestamp",
     "Producer",
+    "ProducerConfig",
     "RecordFuture",
     "RecordMetadata",
     "TopicPartition",

@@ -345,6 +345,11 @@ class ClientConfig:
         return {a.metadata["kafka"].name: a for a in attrs.fields(cls) if "kafka" in a.metadata}
 
     @classmethod
+    def knows(cls, key: str) -> bool:
+        """Whether `key` (or its Java name) is a setting of this kind of client."""
+        return ALIASES.get(key, key) in cls.settings()
+
+    @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> Self:
         """Read and validate a config dict; raise ConfigError naming what is wrong."""
         if not isinstance(values, Mapping):

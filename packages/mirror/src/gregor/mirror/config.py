@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from gregor.client import ConfigError
+from gregor.client import AdminConfig, ConfigError, ConsumerConfig, ProducerConfig
 from gregor.client.exporter import parse_listener
 from gregor.mirror.policy import ReplicationPolicy, policy_from_config
 
@@ -155,13 +155,41 @@ class ClusterConfig:
     admin: Mapping[str, str]
 
     def consumer_config(self, **extra: Any) -> dict[str, Any]:
-        return {**self.common, **self.consumer, **extra}
+        return {**self._common_for(ConsumerConfig), **self.consumer, **extra}
 
     def producer_config(self, **extra: Any) -> dict[str, Any]:
-        return {**self.common, **self.producer, **extra}
+        return {**self._common_for(ProducerConfig), **self.producer, **extra}
 
     def admin_config(self, **extra: Any) -> dict[str, Any]:
-        return {**self.common, **self.admin, **extra}
+        return {**self._common_for(AdminConfig), **self.admin, **extra}
+
+    def _common_for(
+        self, kind: type[ConsumerConfig | ProducerConfig | AdminConfig]
+    ) -> dict[str, str]:
+        """The cluster-wide settings this kind of client has: as the Java clients MM2 runs
+        ignore the others (`A.isolation.level` is for the consumer only)."""
+        return {key: value for key, value in self.common.items() if kind.knows(key)}
+
+    def check(self) -> None:
+        """Every client this cluster gets must take its settings (at start, not at connect):
+        MirrorConfigError naming the setting otherwise."""
+        for key, value in self.common.items():
+            if not any(kind.knows(key) for kind in (ConsumerConfig, ProducerConfig, AdminConfig)):
+                raise MirrorConfigError(
+                    f"{self.alias}.{key} = {value!r}: not a setting of any client"
+                )
+        for name, kind, settings in (
+            ("consumer", ConsumerConfig, self.consumer_config()),
+            ("producer", ProducerConfig, self.producer_config()),
+            ("admin", AdminConfig, self.admin_config()),
+        ):
+            try:
+                kind.from_dict(settings)
+            except ConfigError as exc:
+                raise MirrorConfigError(
+                    f"{self.alias}: its {name} settings ({self.alias}.{name}.* and "
+                    f"{self.alias}.*): {exc}"
+                ) from None
 
 
 @attrs.frozen
@@ -246,6 +274,8 @@ class MirrorConfig:
         if len(set(aliases)) != len(aliases):
             raise MirrorConfigError(f"clusters = {props['clusters']!r}: an alias is repeated")
         clusters = {alias: _cluster(alias, props) for alias in aliases}
+        for cluster in clusters.values():
+            cluster.check()
         flows = tuple(
             _flow(clusters[s], clusters[t], props) for s in aliases for t in aliases if s != t
         )
