@@ -40,11 +40,13 @@ import contextlib
 import functools
 import json
 import logging
+import os
 import re
 import signal
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -159,8 +161,16 @@ def topics_to_load(args: argparse.Namespace, consumer: Consumer) -> list[str]:
 # -- the exactly-once bookkeeping ---------------------------------------------------------
 
 
+def _local_path(uri: str) -> str:
+    """A path of the file sink's log (a URI: `file:///a%20b/x`, `file:/a%20b/x`) as the real
+    local path, to compare with what is on disk whatever the spelling."""
+    parsed = urllib.parse.urlsplit(uri)
+    path = urllib.parse.unquote(parsed.path) if parsed.scheme in ("", "file") else uri
+    return os.path.realpath(path)
+
+
 def committed_files(table: Path) -> set[str]:
-    """The data files the file sink's log lists as written (absolute paths)."""
+    """The data files the file sink's log lists as written (real local paths)."""
     log = table / "_spark_metadata"
     files: set[str] = set()
     if not log.is_dir():
@@ -170,7 +180,7 @@ def committed_files(table: Path) -> set[str]:
             continue  # the log's temporary files
         for line in entry.read_text().splitlines()[1:]:  # after the version line
             record = json.loads(line)
-            path = record["path"].removeprefix("file://")
+            path = _local_path(record["path"])
             if record.get("action") == "delete":
                 files.discard(path)
             else:
@@ -185,7 +195,7 @@ def remove_uncommitted(table: Path) -> list[Path]:
     listed = committed_files(table)
     removed = []
     for path in table.rglob("*.parquet"):
-        if "_spark_metadata" in path.parts or str(path) in listed:
+        if "_spark_metadata" in path.parts or os.path.realpath(path) in listed:
             continue
         path.unlink()
         removed.append(path)
