@@ -69,6 +69,20 @@ def test_max_offsets_per_trigger_and_restart(
     assert sorted(offsets) == [(p, o) for p in (0, 1) for o in range(75)]
 
 
+def test_max_records_per_partition_splits_a_micro_batch(
+    spark: SparkSession, shared_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """As in a batch read: each of the two 50-offset ranges of the one micro-batch is cut
+    into 5 tasks of 10, each writing its own Parquet file."""
+    bootstrap = shared_cluster.bootstrap_servers
+    topic = unique_topic("stream-split")
+    create_topic(shared_cluster, topic, partitions=2)
+    produce(bootstrap, topic, 0, 100, 2)
+    assert run(spark, bootstrap, tmp_path, subscribe=topic, maxRecordsPerPartition="10") == [100]
+    assert len(list((tmp_path / "table").glob("part-*.parquet"))) == 10
+    assert [(p, o) for _, p, o, _ in table(tmp_path)] == [(p, o) for p in (0, 1) for o in range(50)]
+
+
 def test_new_partitions_and_topics_are_read(
     spark: SparkSession, shared_cluster: LocalCluster, tmp_path: Path
 ) -> None:

@@ -216,7 +216,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ranges = planning.offset_ranges(
             begin, until, fail_on_data_loss=self.options.fail_on_data_loss
         )
-        pieces = planning.split(ranges, self.options.min_partitions, None)
+        options = self.options
+        pieces = planning.split(ranges, options.min_partitions, options.max_records_per_partition)
         return [RangePartition(r) for r in pieces]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
