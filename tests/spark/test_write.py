@@ -1,7 +1,10 @@
-"""df.write.format("gregor"): Spark writes rows, confluent-kafka reads them back; a write the
-broker refuses fails the job with the broker's error."""
+"""df.write.format("gregor") and df.writeStream.format("gregor"): Spark writes rows,
+confluent-kafka reads them back; a write the broker refuses fails the job with the broker's
+error; a streaming copy resumes from its checkpoint."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import confluent_kafka
 import pytest
@@ -85,3 +88,61 @@ def test_topic_column_and_broker_errors(spark: SparkSession, shared_cluster: Loc
         no_topic.write.format("gregor").option("kafka.bootstrap.servers", bootstrap).mode(
             "append"
         ).save()
+
+
+def test_a_streaming_copy_resumes_from_its_checkpoint(
+    spark: SparkSession, shared_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """readStream from one topic, writeStream into another (Trigger.AvailableNow), twice:
+    the second run copies only what came since, each record into the same partition."""
+    bootstrap = shared_cluster.bootstrap_servers
+    source, target = unique_topic("stream-in"), unique_topic("stream-out")
+    for topic in (source, target):
+        create_topic(shared_cluster, topic, partitions=PARTITIONS)
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+
+    def produce(first: int, count: int) -> None:
+        for n in range(first, first + count):
+            producer.produce(source, f"v-{n:04d}".encode(), f"k-{n}".encode(), n % PARTITIONS)
+        assert producer.flush(30) == 0
+
+    def copy() -> None:
+        query = (
+            spark.readStream.format("gregor")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", source)
+            .option("startingOffsets", "earliest")
+            .load()
+            .select("key", "value", "partition")
+            .writeStream.format("gregor")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("topic", target)
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(300)
+        assert query.exception() is None, query.exception()
+
+    def want(count: int) -> list[tuple[object, ...]]:
+        rows = [
+            (f"k-{n}".encode(), f"v-{n:04d}".encode(), n % PARTITIONS, []) for n in range(count)
+        ]
+        return sorted(rows, key=lambda r: str(r[1]))
+
+    produce(0, 90)
+    copy()
+    assert read_back(bootstrap, target, 90) == want(90)
+    produce(90, 30)
+    copy()
+    assert read_back(bootstrap, target, 120) == want(120)
+    # Nothing was copied twice: the target holds just the 120.
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "ends"})
+    try:
+        ends = [
+            consumer.get_watermark_offsets(confluent_kafka.TopicPartition(target, p), 30)[1]
+            for p in range(PARTITIONS)
+        ]
+    finally:
+        consumer.close()
+    assert ends == [40, 40, 40]
