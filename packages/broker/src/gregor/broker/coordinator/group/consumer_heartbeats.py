@@ -181,12 +181,15 @@ class ConsumerHeartbeats:
         )
         cg.put(member)
         self._schedule(hb.group_id, member)
-        send = (
-            hb.member_epoch == JOIN_EPOCH
-            or hb.owned is not None
-            or member.assigned != before.assigned
-            or member.member_epoch != before.member_epoch
+        # Kafka sends the assignment on a full request (a join, or all of rebalance timeout,
+        # subscription and owned partitions, as a member sends after an error) or when it
+        # changed; a new epoch alone comes without it.
+        full = hb.member_epoch == JOIN_EPOCH or (
+            hb.rebalance_timeout_ms != -1
+            and (hb.subscribed_topic_names is not None or hb.subscribed_topic_regex is not None)
+            and hb.owned is not None
         )
+        send = full or member.assigned != before.assigned
         return HeartbeatResult(
             member_id=member.member_id,
             member_epoch=member.member_epoch,
