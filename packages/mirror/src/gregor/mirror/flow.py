@@ -165,6 +165,8 @@ class Copier:
         flow = self.flow
         consumer_config = flow.source.consumer_config()
         consumer_config.setdefault("isolation.level", "read_committed")
+        # Reading a source topic deleted meanwhile must not create it again there.
+        consumer_config.setdefault("allow.auto.create.topics", False)
         consumer_config.update({"enable.auto.commit": False, "auto.offset.reset": "earliest"})
         consumer_config.pop("group.id", None)
         if flow.exactly_once:
@@ -562,11 +564,16 @@ class Flow:
                 next_configs = trio.current_time() + flow.sync_topic_configs_interval
             partitions = await topics.refresh()
             if partitions != self.partitions:
+                before = {tp.topic for tp in self.partitions}
+                after = {tp.topic for tp in partitions}
                 log.info(
-                    "%s: now mirroring %d partitions of %d topics",
+                    "%s: now mirroring %d partitions of %d topics%s%s",
                     flow.name,
                     len(partitions),
-                    len({tp.topic for tp in partitions}),
+                    len(after),
+                    f"; new: {', '.join(sorted(after - before))}" if after - before else "",
+                    # A source topic deleted (or no longer matching) is said by name.
+                    f"; gone: {', '.join(sorted(before - after))}" if before - after else "",
                 )
                 self.partitions = partitions
                 changed.set()

@@ -167,9 +167,23 @@ class TopicSync:
         """The topics' configs set on the source (not defaults), less the excluded ones."""
         if not topics:
             return {}
-        described = await self.source.describe_configs(
-            [ConfigResource(ResourceType.TOPIC, t) for t in topics]
-        )
+        try:
+            described = await self.source.describe_configs(
+                [ConfigResource(ResourceType.TOPIC, t) for t in topics]
+            )
+        except UnknownTopicOrPartitionError:
+            # One was deleted since the last refresh (which drops it from the flow next):
+            # the others one by one.
+            described = {}
+            for topic in topics:
+                try:
+                    described.update(
+                        await self.source.describe_configs(
+                            [ConfigResource(ResourceType.TOPIC, topic)]
+                        )
+                    )
+                except UnknownTopicOrPartitionError:
+                    log.info("%s: source topic %s is gone", self.flow.name, topic)
         return {
             resource.name: {
                 name: entry.value
