@@ -24,6 +24,7 @@ from gregor.protocol.errors import ErrorCode
 from gregor.protocol.records import iter_batches
 from gregor_testing.cluster import WireClient, create_topic, partitions_of, unique_topic, wait_for
 from gregor_testing.prometheus import scrape, value
+from gregor_testing.transactions import Transactions, values
 
 RACK_AWARE = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 RECORDS = 400
@@ -235,37 +236,6 @@ def test_the_wire_answers_of_leaders_and_followers(
         # Before v11 a consumer reads leaders only.
         refused = fetch(follower, topic, 0, version=10)
         assert refused.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
-
-
-class Transactions:
-    """A confluent-kafka transactional producer writing partition 0 of `topic`: committed
-    and aborted transactions, and one left open."""
-
-    def __init__(self, cluster: LocalCluster, topic: str) -> None:
-        self.topic = topic
-        self.producer = confluent_kafka.Producer(
-            {
-                "bootstrap.servers": cluster.bootstrap_servers,
-                "transactional.id": unique_topic("rack-txn"),
-                "linger.ms": 5,
-            }
-        )
-        self.producer.init_transactions(60)
-
-    def write(self, values: list[bytes], end: str | None) -> None:
-        """One transaction of `values`, then "commit", "abort", or None to leave it open."""
-        self.producer.begin_transaction()
-        for v in values:
-            self.producer.produce(self.topic, v, partition=0)
-        assert self.producer.flush(60) == 0
-        if end == "commit":
-            self.producer.commit_transaction(60)
-        elif end == "abort":
-            self.producer.abort_transaction(60)
-
-
-def values(prefix: str, count: int) -> list[bytes]:
-    return [b"%s%d" % (prefix.encode(), i) for i in range(count)]
 
 
 @pytest.mark.parametrize("reader", [confluent_reader, gregor_reader], ids=["confluent", "gregor"])

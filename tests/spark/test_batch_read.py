@@ -22,6 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from gregor.devcluster import LocalCluster
 from gregor_testing.cluster import create_topic, unique_topic
+from gregor_testing.transactions import Transactions, values
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 PER_CODEC = 40
@@ -185,30 +186,13 @@ def test_read_committed_reads_only_committed_transactions(
     and still no control record."""
     topic = unique_topic("spark-txn")
     create_topic(shared_cluster, topic, partitions=1, replication_factor=2)
-    producer = confluent_kafka.Producer(
-        {
-            "bootstrap.servers": shared_cluster.bootstrap_servers,
-            "transactional.id": unique_topic("spark-txn"),
-        }
-    )
-    producer.init_transactions(60)
-    written: dict[str, list[bytes]] = {}
-
-    def transaction(prefix: str, count: int, end: str | None) -> None:
-        producer.begin_transaction()
-        written[prefix] = [b"%s%d" % (prefix.encode(), i) for i in range(count)]
-        for value in written[prefix]:
-            producer.produce(topic, value, partition=0)
-        assert producer.flush(60) == 0
-        if end == "commit":
-            producer.commit_transaction(60)
-        elif end == "abort":
-            producer.abort_transaction(60)
-
-    transaction("c", 20, "commit")  # offsets 0-19, its marker 20
-    transaction("a", 10, "abort")  # 21-30, marker 31
-    transaction("d", 20, "commit")  # 32-51, marker 52
-    transaction("o", 5, None)  # 53-57, open
+    txns = Transactions(shared_cluster, topic)
+    written = {
+        "c": txns.write(values("c", 20), "commit"),  # offsets 0-19, its marker 20
+        "a": txns.write(values("a", 10), "abort"),  # 21-30, marker 31
+        "d": txns.write(values("d", 20), "commit"),  # 32-51, marker 52
+        "o": txns.write(values("o", 5), None),  # 53-57, open
+    }
 
     def read_all(**options: str) -> list[tuple[int, bytes]]:
         df = read(spark, shared_cluster.bootstrap_servers, subscribe=topic, **options)
@@ -222,7 +206,7 @@ def test_read_committed_reads_only_committed_transactions(
         offsets = [*range(20), *range(21, 31), *range(32, 52), *range(53, 58)]
         assert read_all() == list(zip(offsets, data, strict=True))
     finally:
-        producer.abort_transaction(60)
+        txns.producer.abort_transaction(60)
 
 
 def test_errors(spark: SparkSession, written: tuple[str, str, list[Row]]) -> None:
