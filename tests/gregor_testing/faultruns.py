@@ -189,6 +189,7 @@ def one_run(
     "jepsen2013") Jepsen's 2013 one. Where a mirror copies dc1, or the ETL loads it, their
     copies are checked too."""
     nemesis = Nemesis(Hosts.of_topology(topology, DATACENTER))
+    nemesis.restore()  # whole before the run, whatever a run before it left behind
     if plan is None:
         plan = []
         if scenario == "random":

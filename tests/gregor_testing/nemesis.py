@@ -197,17 +197,25 @@ class Nemesis:
 
     def whole(self) -> bool:
         """Every live broker answers, and shows every partition led and its ISR complete."""
+        return self.not_whole() is None
+
+    def not_whole(self) -> str | None:
+        """What keeps the cluster from being whole, as the first broker that shows it says
+        (None: whole)."""
         for host in self.live():
             seen = self.hosts.metadata(host)
             if seen is None:
-                return False
+                return f"{host} does not answer Metadata"
             for topic in seen.topics:
                 if topic.error_code != ErrorCode.NONE:
-                    return False
+                    return f"{host}: {topic.name}: {ErrorCode(topic.error_code).name}"
                 for p in topic.partitions:
                     if p.leader_id < 0 or sorted(p.isr_nodes) != sorted(p.replica_nodes):
-                        return False
-        return True
+                        return (
+                            f"{host}: {topic.name}-{p.partition_index} leader {p.leader_id}, "
+                            f"replicas {p.replica_nodes}, isr {p.isr_nodes}"
+                        )
+        return None
 
     def moved_away(self, broker_id: int) -> bool:
         """A live broker shows `broker_id` leading nothing, every partition led, and a
@@ -327,13 +335,30 @@ class Nemesis:
             self.process(host).resume()
         for host in self.brokers if self.hosts.disks else []:
             disk_faults.free(self.data_dir(host))
-        for host in self.hosts.names:
-            self._serving(host, deadline)
-        wait_until(self.whole, max(0.0, deadline - time.monotonic()), "every partition whole")
+
+        def whole() -> bool:
+            # A broker started again may still exit once serving: when it registers, its old
+            # ZooKeeper session may still hold its id. It is started again until it stays.
+            for host in self.hosts.names:
+                self._serving(host, deadline)
+            return self.whole()
+
+        try:
+            wait_until(whole, max(0.0, deadline - time.monotonic()), "every partition whole")
+        except TimeoutError as e:
+            raise TimeoutError(f"{e}: {self.not_whole()}\n{self.state()}") from None
         for service in self.hosts.services.values():
             service.resume()
             if not service.is_running():
                 service.launch()  # type: ignore[attr-defined]
+
+    def state(self) -> str:
+        """Each host's process, and the end of each broker's log: for a failure's message."""
+        lines = [f"{h}: {'running' if self.process(h).is_running() else 'down'}"
+                 for h in self.hosts.names]  # fmt: skip
+        for host in self.brokers:
+            lines += [f"--- the end of {host}'s log:", self.process(host).log_tail(4000)]
+        return "\n".join(lines)
 
     def _serving(self, host: str, deadline: float) -> None:
         """Start the host's process until it serves: a broker killed and started again
