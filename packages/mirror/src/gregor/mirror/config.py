@@ -221,6 +221,9 @@ class FlowConfig:
     refresh_groups_interval: float
     offset_syncs_location: str  # "source" or "target"
     exactly_once: bool
+    # Every enabled flow of the configuration, this one among them: where a record goes
+    # next once mirrored (`gregor.mirror.topics.comes_back`).
+    network: tuple[FlowConfig, ...] = attrs.field(default=(), eq=False, repr=False)
 
     @property
     def name(self) -> str:
@@ -279,6 +282,8 @@ class MirrorConfig:
         flows = tuple(
             _flow(clusters[s], clusters[t], props) for s in aliases for t in aliases if s != t
         )
+        enabled = tuple(f for f in flows if f.enabled)
+        flows = tuple(attrs.evolve(f, network=enabled) for f in flows)
         for key in props:
             if "->" in key:
                 pair = key.split(".", 1)[0]

@@ -43,14 +43,40 @@ REFUSED_TOPIC = (
 
 
 def should_replicate(flow: FlowConfig, topic: str) -> bool:
+    """MM2's rule (`passes`), and never a topic whose records would come back to it."""
+    return passes(flow, topic) and not comes_back(flow, topic)
+
+
+def passes(flow: FlowConfig, topic: str) -> bool:
     """MM2's rule: the filter (heartbeats always pass), never internal topics, never a
     topic that came from the target (that would loop)."""
     policy = flow.policy
-    return (
+    return bool(
         (flow.topics(topic) or policy.is_heartbeats_topic(topic))
         and not policy.is_internal_topic(topic)
         and not is_cycle(policy, topic, flow.target.alias)
     )
+
+
+def comes_back(flow: FlowConfig, topic: str) -> bool:
+    """Whether the topic's records, once this flow mirrors them, would be mirrored back into
+    the same topic by the enabled flows: the loop a policy that keeps names cannot see in
+    them (IdentityReplicationPolicy with A->B and B->A both mirroring `orders`). MM2 loops
+    there; gregor-mirror mirrors such a topic in neither direction and says so."""
+    home = (flow.source.alias, topic)
+    seen: set[tuple[str, str]] = set()
+    frontier = [(flow, topic)]
+    while frontier:
+        step, name = frontier.pop()
+        there = (step.target.alias, step.policy.format_remote_topic(step.source.alias, name))
+        if there == home:
+            return True
+        if there in seen:
+            continue
+        seen.add(there)
+        frontier += [(f, there[1]) for f in flow.network
+                     if f.source.alias == there[0] and passes(f, there[1])]  # fmt: skip
+    return False
 
 
 async def ensure_topic(
@@ -116,6 +142,7 @@ class TopicSync:
         self.flow = flow
         self.source = source
         self.target = target
+        self.looping: set[str] = set()  # the topics not mirrored as they would loop, reported
 
     def remote(self, topic: str) -> str:
         return self.flow.policy.format_remote_topic(self.flow.source.alias, topic)
@@ -123,11 +150,17 @@ class TopicSync:
     async def refresh(self) -> dict[TopicPartition, TopicPartition]:
         """Create and grow the remote topics; every source partition that has its copy."""
         described = await self.source.describe_topics()
-        chosen = {
-            name: len(d.partitions)
-            for name, d in described.items()
-            if not d.internal and should_replicate(self.flow, name)
-        }
+        found = {name: d for name, d in described.items() if not d.internal}
+        passing = {name for name in found if passes(self.flow, name)}
+        looping = {name for name in passing if comes_back(self.flow, name)}
+        for name in sorted(looping - self.looping):
+            log.warning(
+                "%s: topic %s is not mirrored: the enabled flows would mirror its records "
+                "back into it (%s keeps topic names); narrow the flows' topics",
+                self.flow.name, name, type(self.flow.policy).__name__,
+            )  # fmt: skip
+        self.looping = looping
+        chosen = {name: len(found[name].partitions) for name in passing - looping}
         existing = {
             name: len(d.partitions) for name, d in (await self.target.describe_topics()).items()
         }
