@@ -270,7 +270,7 @@ def test_group_fails_over_to_b_without_gap_or_reread(
     # The group read some of each partition on A and committed.
     commits = {0: 25 + 40, 1: 25 + 111}
     commit_on(cluster_a, group, topic, commits)
-    mirror_factory({"A->B.enabled": "true", "A->B.topics": topic, "A->B.groups": group})
+    mirror = mirror_factory({"A->B.enabled": "true", "A->B.topics": topic, "A->B.groups": group})
 
     remote = f"A.{topic}"
     expected = {p: 40 if p == 0 else 111 for p in range(2)}  # translated: B starts at 0
@@ -295,6 +295,47 @@ def test_group_fails_over_to_b_without_gap_or_reread(
         (0, 65, 40),
         (1, 136, 111),
     }
+
+    # While the group has a member on B, its offsets there are the member's: the newer
+    # checkpoint is written, and the group is not synced until the member has left.
+    member = Consumer({"bootstrap.servers": cluster_b.bootstrap_servers, "group.id": group,
+                       "enable.auto.commit": False})  # fmt: skip
+    try:
+        member.subscribe([remote])
+        wait_for(lambda: member.poll(0.2) is None and len(member.assignment()) == 2, 60,
+                 "the member's assignment on B")  # fmt: skip
+        member.commit(offsets=[TopicPartition(remote, 0, 45), TopicPartition(remote, 1, 115)],
+                      asynchronous=False)  # fmt: skip
+        commit_on(cluster_a, group, topic, {0: 25 + 60, 1: 25 + 120})
+        newer = {0: 60, 1: 120}
+        wait_for(
+            lambda: {tp.partition: m.offset for tp, m in trio.run(
+                translate_offsets, {"bootstrap.servers": cluster_b.bootstrap_servers}, "A", group
+            ).items()} == newer, 60, "the newer checkpoint",
+        )  # fmt: skip
+        wait_for(lambda: f"group {group} has members on B" in mirror.log_tail(10**6), 30,
+                 "the mirror to leave the group alone")  # fmt: skip
+        assert committed_on(cluster_b, group, remote, 2) == {0: 45, 1: 115}
+    finally:
+        member.close()
+    wait_for(lambda: committed_on(cluster_b, group, remote, 2) == newer, 60, "the sync")
+
+
+def test_group_offsets_are_synced_without_checkpoints(
+    cluster_a: LocalCluster, cluster_b: LocalCluster, mirror_factory: Callable[..., MirrorProcess]
+) -> None:
+    """emit.checkpoints.enabled=false, sync.group.offsets.enabled=true: the group's offsets
+    arrive on B, and no checkpoint of the group is written."""
+    topic = f"nockpt-{uuid.uuid4().hex[:6]}"
+    group = f"nockpt-{uuid.uuid4().hex[:6]}"
+    create_topic(cluster_a, topic, 1, 2)
+    produce(cluster_a, topic, records(50, 1, "n"))
+    commit_on(cluster_a, group, topic, {0: 20})
+    mirror_factory({"A->B.enabled": "true", "A->B.topics": topic, "A->B.groups": group,
+                    "emit.checkpoints.enabled": "false"})  # fmt: skip
+    wait_for(lambda: committed_on(cluster_b, group, f"A.{topic}", 1) == {0: 20}, 90, "the sync")
+    config = {"bootstrap.servers": cluster_b.bootstrap_servers}
+    assert trio.run(translate_offsets, config, "A", group) == {}
 
 
 # `nox -s mirror_faults` runs the kill test with 200,000 records.
@@ -594,6 +635,44 @@ def test_active_active_without_loops(
         assert not [t for t in names if t.startswith(f"{other}.{other}.")], names
     assert {f"aa-{tag}-a", f"B.aa-{tag}-b"} <= topics_of(cluster_a)
     assert {f"aa-{tag}-b", f"A.aa-{tag}-a"} <= topics_of(cluster_b)
+
+
+def test_identity_active_active_mirrors_one_way_topics_and_never_loops(
+    cluster_a: LocalCluster, cluster_b: LocalCluster, mirror_factory: Callable[..., MirrorProcess]
+) -> None:
+    """IdentityReplicationPolicy keeps names, so A->B and B->A both mirroring `shared` would
+    send its records round for ever (MM2 does): neither mirror copies it, and each says so.
+    `orders` goes A->B only and `payments` B->A only, both under their own names."""
+    tag = uuid.uuid4().hex[:6]
+    shared, orders, payments = (f"id-{tag}-{name}" for name in ("shared", "orders", "payments"))
+    for cluster, topic in ((cluster_a, shared), (cluster_b, shared), (cluster_a, orders),
+                           (cluster_b, payments)):  # fmt: skip
+        create_topic(cluster, topic, 2, 2)
+    settings = {
+        "replication.policy.class": "org.apache.kafka.connect.mirror.IdentityReplicationPolicy",
+        "A->B.enabled": "true",
+        "A->B.topics": f"id-{tag}-(shared|orders)",
+        "B->A.enabled": "true",
+        "B->A.topics": f"id-{tag}-(shared|payments)",
+    }
+    into_b, into_a = mirror_factory(settings, ["B"]), mirror_factory(settings, ["A"])
+    produce(cluster_a, shared, records(30, 2, "a"))
+    produce(cluster_b, shared, records(20, 2, "b"))
+    produce(cluster_a, orders, records(300, 2, "o"))
+    produce(cluster_b, payments, records(200, 2, "p"))
+    assert strip(read(cluster_b, orders, 2, 300)) == strip(read(cluster_a, orders, 2, 300))
+    assert strip(read(cluster_a, payments, 2, 200)) == strip(read(cluster_b, payments, 2, 200))
+    for mirror, flow in ((into_b, "A->B"), (into_a, "B->A")):
+        wait_for(
+            lambda m=mirror, f=flow: f"{f}: topic {shared} is not mirrored" in m.log_tail(10**6),
+            30,
+            f"{flow}'s warning about {shared}",
+        )
+    # A refresh round later (every 2 s here) each side still holds only its own records.
+    produce(cluster_a, orders, records(10, 2, "o2"))
+    read(cluster_b, orders, 2, 310)
+    assert (log_end(cluster_a, shared, 2), log_end(cluster_b, shared, 2)) == (30, 20)
+    assert not {t for t in topics_of(cluster_b) if t.startswith(("A.id-", "B.id-"))}
 
 
 pytestmark = pytest.mark.timeout(600)

@@ -98,7 +98,9 @@ async def read_checkpoints(
 
 
 class CheckpointTask:
-    """Writes a flow's checkpoints, and syncs group offsets into the target."""
+    """Writes a flow's checkpoints (emit.checkpoints.enabled), and syncs group offsets into
+    the target (sync.group.offsets.enabled): either, or both. `emitted` holds the latest
+    translated offset of each group's partition, written or not."""
 
     def __init__(
         self,
@@ -114,6 +116,7 @@ class CheckpointTask:
         self.emitted: dict[tuple[str, TopicPartition], Checkpoint] = {}
         self.groups: list[str] | None = None  # the source's groups the flow mirrors
         self.groups_listed = -math.inf  # trio time of the last listing
+        self.held: set[str] = set()  # groups not synced as they have members on the target
 
     async def run(self) -> None:
         flow = self.flow
@@ -124,19 +127,22 @@ class CheckpointTask:
             AsyncAdminClient(target.admin_config()) as target_admin,
             AsyncProducer(target.producer_config(acks="all")) as producer,
         ):
-            await ensure_topic(
-                target_admin, topic, 1, flow.checkpoints_replication_factor, COMPACTED
-            )
-            self.emitted = await read_checkpoints(target.consumer_config(), topic)
+            if flow.emit_checkpoints:
+                await ensure_topic(
+                    target_admin, topic, 1, flow.checkpoints_replication_factor, COMPACTED
+                )
+                self.emitted = await read_checkpoints(target.consumer_config(), topic)
             next_sync = trio.current_time()
             while True:
                 started = time.monotonic()
                 checkpoints = await self.checkpoints(source_admin)
                 fresh = [c for c in checkpoints if self.emitted.get((c.group, c.partition)) != c]
-                for c in fresh:
+                # emit.checkpoints.enabled=false with sync.group.offsets.enabled: the groups
+                # are synced from the translated offsets, and no checkpoint is written.
+                for c in fresh if flow.emit_checkpoints else []:
                     await producer.produce(topic, c.value(), c.key(), partition=0)
                 await producer.flush()
-                if fresh:
+                if fresh and flow.emit_checkpoints:
                     latency = round((time.monotonic() - started) * 1000)
                     self.metrics.checkpoint_latency.add(latency)
                 for c in fresh:
@@ -144,11 +150,29 @@ class CheckpointTask:
                 if flow.sync_group_offsets and trio.current_time() >= next_sync:
                     await self.sync_groups(target_admin)
                     next_sync = trio.current_time() + flow.sync_group_offsets_interval
-                await trio.sleep(
-                    min(flow.emit_checkpoints_interval, flow.sync_group_offsets_interval)
-                    if flow.sync_group_offsets
-                    else flow.emit_checkpoints_interval
-                )
+                await trio.sleep(min(self.intervals()))
+
+    def _held(self, group: str, why: str) -> None:
+        """Say once (until it is synced again) that a group is not synced as it has members
+        on the target."""
+        if group not in self.held:
+            self.held.add(group)
+            log.info(
+                "%s: group %s has members on %s (%s): not synced while they are there",
+                self.flow.name, group, self.flow.target.alias, why,
+            )  # fmt: skip
+
+    def intervals(self) -> list[float]:
+        """The intervals of what the task does: emit, sync, or both."""
+        flow = self.flow
+        return [
+            interval
+            for enabled, interval in (
+                (flow.emit_checkpoints, flow.emit_checkpoints_interval),
+                (flow.sync_group_offsets, flow.sync_group_offsets_interval),
+            )
+            if enabled
+        ]
 
     async def checkpoints(self, source_admin: AsyncAdminClient) -> list[Checkpoint]:
         """The source groups' committed offsets of mirrored partitions, translated."""
@@ -196,7 +220,9 @@ class CheckpointTask:
                 pass
             else:
                 if described.state not in _INACTIVE or described.members:
+                    self._held(group, f"{len(described.members)} members, {described.state}")
                     continue
+            self.held.discard(group)
             current = await target_admin.list_group_offsets(group)
             ahead = {
                 tp: OffsetAndMetadata(c.offset, c.metadata)
@@ -211,14 +237,7 @@ class CheckpointTask:
             except _ACTIVE as exc:
                 # Members joined since it was described (or it is a KIP-848 group, which
                 # DescribeGroups shows as Dead): theirs are the offsets that count.
-                log.info(
-                    "%s: group %s has members on %s (%s: %s): not synced",
-                    self.flow.name,
-                    group,
-                    self.flow.target.alias,
-                    type(exc).__name__,
-                    exc,
-                )
+                self._held(group, f"{type(exc).__name__}: {exc}")
                 continue
             log.info(
                 "%s: group %s synced on %s: %s",
