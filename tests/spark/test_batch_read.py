@@ -20,6 +20,7 @@ import confluent_kafka
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
+from gregor.client import AdminClient, TopicPartition
 from gregor.devcluster import LocalCluster
 from gregor_testing.cluster import create_topic, unique_topic
 from gregor_testing.transactions import Transactions, values
@@ -244,6 +245,29 @@ def test_offsets_past_the_end_follow_fail_on_data_loss(
         failOnDataLoss="false",
     )  # fmt: skip
     assert empty.count() == 0
+
+
+def test_a_deleted_range_follows_fail_on_data_loss(
+    spark: SparkSession, shared_cluster: LocalCluster
+) -> None:
+    """Offsets asked for that retention (here DeleteRecords) took: failOnDataLoss=true fails
+    the read and names the gap; false reads what is left."""
+    bootstrap = shared_cluster.bootstrap_servers
+    topic = unique_topic("deleted")
+    create_topic(shared_cluster, topic, partitions=1)
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap})
+    for n in range(100):
+        producer.produce(topic, f"v{n}".encode(), partition=0)
+    assert producer.flush(30) == 0
+    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+        admin.delete_records({TopicPartition(topic, 0): 60})
+    start = json.dumps({topic: {"0": 10}})
+    with pytest.raises(Exception, match=r"offsets \[10, 60\) of .* are gone.*failOnDataLoss"):
+        read(spark, bootstrap, subscribe=topic, startingOffsets=start).collect()
+    rest = read(spark, bootstrap, subscribe=topic, startingOffsets=start, failOnDataLoss="false")
+    assert [(r.offset, r.value) for r in rest.orderBy("offset").collect()] == [
+        (n, f"v{n}".encode()) for n in range(60, 100)
+    ]
 
 
 def test_local_cluster(written: tuple[str, str, list[Row]]) -> None:

@@ -10,7 +10,9 @@ import confluent_kafka
 import pytest
 from pyspark.sql import SparkSession
 
+from gregor.client import Consumer, TopicPartition
 from gregor.devcluster import LocalCluster
+from gregor.protocol.records import Compression
 from gregor_testing.cluster import create_topic, unique_topic
 
 PARTITIONS = 3
@@ -60,9 +62,27 @@ def test_write_then_read_with_confluent(spark: SparkSession, shared_cluster: Loc
     ).repartition(4)
     df.write.format("gregor").option("kafka.bootstrap.servers", bootstrap).option(
         "topic", topic
-    ).mode("append").save()
+    ).option("kafka.compression.type", "zstd").mode("append").save()
     want = [(None if k is None else k.encode(), v, p, h) for k, v, p, h in rows]
     assert read_back(bootstrap, topic, len(rows)) == want
+    # A kafka.* option reaches the producer: every batch on the broker is zstd.
+    assert compressions(bootstrap, topic, len(rows)) == {Compression.ZSTD}
+
+
+def compressions(bootstrap: str, topic: str, count: int) -> set[Compression]:
+    """The codecs of the topic's record batches, as fetched (`count` records in all)."""
+    found: set[Compression] = set()
+    seen = 0
+    with Consumer({"bootstrap.servers": bootstrap, "enable.auto.commit": False}) as consumer:
+        consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
+        for p in range(PARTITIONS):
+            consumer.seek(TopicPartition(topic, p), 0)
+        while seen < count:
+            batches = consumer.consume_batches(timeout=30)
+            assert batches, f"{seen} of {count} records fetched"
+            found |= {b.header.compression for b in batches}
+            seen += sum(b.header.records_count for b in batches)
+    return found
 
 
 def test_topic_column_and_broker_errors(spark: SparkSession, shared_cluster: LocalCluster) -> None:
