@@ -4,7 +4,7 @@ once as pyarrow sees it, bad JSON is in the _rejected table, and the group's com
 offsets are the table's maximum offsets + 1. Every run prints each batch's offsets and lag,
 also for a batch an earlier run planned and did not commit.
 
-GREGOR_ETL_RECORDS (default 20,000) and GREGOR_ETL_KILLS (default 1) scale it; the
+GREGOR_ETL_RECORDS (default 9,000) and GREGOR_ETL_KILLS (default 1) scale it; the
 `spark_etl_faults` nox session runs it with a million records and 5 kills.
 """
 
@@ -30,7 +30,7 @@ from gregor.devcluster import LocalCluster
 from gregor.spark.etl import committed_files
 from gregor_testing.cluster import create_topic, unique_topic, wait_for
 
-RECORDS = int(os.environ.get("GREGOR_ETL_RECORDS", "20000"))
+RECORDS = int(os.environ.get("GREGOR_ETL_RECORDS", "9000"))
 KILLS = int(os.environ.get("GREGOR_ETL_KILLS", "1"))
 # Batches of 1,500 records, or ~20 per run for a big load (a batch costs Spark ~1 s).
 BATCH = max(1500, RECORDS // 20)
@@ -155,25 +155,80 @@ def test_etl_exactly_once_across_kills(shared_cluster: LocalCluster, tmp_path: P
     assert {tp.partition: meta.offset for tp, meta in committed.items() if meta} == ends
 
 
-def test_etl_rerun_finishes_a_batch_planned_but_not_committed(
+def run_with_metrics(
+    bootstrap: str, topic: str, warehouse: Path, schema: Path
+) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """A whole gregor-etl run with --metrics-listener and --metrics-linger: what Prometheus
+    scrapes once it has finished (and before SIGTERM ends the linger, exit status 0)."""
+    log = warehouse.parent / "etl.log"
+    process = etl(
+        bootstrap, topic, warehouse, schema,
+        "--metrics-listener", "http://127.0.0.1:0", "--metrics-linger", "600",
+    )  # fmt: skip
+    try:
+        wait_for(
+            lambda: "serving the final metrics" in log.read_text() or process.poll() is not None,
+            600,
+            "gregor-etl to finish its run",
+        )
+        text = log.read_text()
+        assert process.poll() is None, text[-5000:]
+        [url] = re.findall(r"metrics for Prometheus on (http://\S+)", text)
+        with urllib.request.urlopen(url, timeout=30) as response:
+            scraped = response.read().decode()
+        process.send_signal(signal.SIGTERM)  # ends the linger: exit status 0
+        assert process.wait(60) == 0, log.read_text()[-5000:]
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(60)
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(scraped)
+        for s in family.samples
+    }
+
+
+def test_etl_metrics_then_a_rerun_finishes_a_batch_planned_but_not_committed(
     shared_cluster: LocalCluster, tmp_path: Path
 ) -> None:
-    """A run that stopped after Spark planned its last batch (offsets/N in the checkpoint)
-    and before it committed it (no commits/N, no sink log entry N): the rerun redoes that
-    batch, loads each record once, and prints the batch's offsets and lag though Spark
-    reports no latest offsets for a batch it did not plan itself."""
+    """A first run serves its figures for Prometheus while it runs and, with
+    --metrics-linger, after it, until SIGTERM: what prometheus_client's parser reads there
+    is exactly what was produced (records read, written to the table, rejected), one
+    duration per batch, and per partition the committed offset (the end) and no lag.
+
+    Then that run is made one that stopped after Spark planned its last batch (offsets/N in
+    the checkpoint) and before it committed it (no commits/N, no sink log entry N): the
+    rerun redoes that batch, loads each record once, and prints the batch's offsets and lag
+    though Spark reports no latest offsets for a batch it did not plan itself."""
     bootstrap = shared_cluster.bootstrap_servers
     topic = unique_topic("etl-resume")
     create_topic(shared_cluster, topic, partitions=PARTITIONS, replication_factor=2)
-    records = 6000
+    records = 3000  # 4 of them bad JSON, in 2 batches of 1,500
     producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap})
     for n in range(records):
         producer.produce(topic, value=value(n), key=str(n).encode(), partition=n % PARTITIONS)
     assert producer.flush(60) == 0
+    bad = sum(1 for n in range(records) if n % BAD_EVERY == 5)
     warehouse = tmp_path / "warehouse"
     schema = tmp_path / "schema.ddl"
     schema.write_text("n bigint, name string")
-    assert etl(bootstrap, topic, warehouse, schema).wait(600) == 0
+    samples = run_with_metrics(bootstrap, topic, warehouse, schema)
+
+    def sample(name: str, **labels: str) -> float:
+        return samples[f"gregor_etl_{name}", tuple(sorted({"topic": topic, **labels}.items()))]
+
+    batches = len(progress((tmp_path / "etl.log").read_text(), topic))
+    assert batches >= 2
+    assert sample("records_read_total") == records
+    assert sample("records_written_total") == records - bad
+    assert sample("records_rejected_total") == bad
+    assert sample("batches_total") == sample("batch_duration_seconds_count") == batches
+    assert sample("batch_duration_seconds_sum") > 0
+    for p in range(PARTITIONS):
+        assert sample("committed_offset", partition=str(p)) == records // PARTITIONS
+        assert sample("lag", partition=str(p)) == 0
+
     # Undo the last batch's commit in both queries, as a kill before it would have.
     last = None
     for name in (topic, f"_rejected/{topic}"):
@@ -198,65 +253,3 @@ def test_etl_rerun_finishes_a_batch_planned_but_not_committed(
         (r["partition"], r["offset"]) for r in rejected.select(["partition", "offset"]).to_pylist()
     ]
     assert sorted(seen) == sorted((n % PARTITIONS, n // PARTITIONS) for n in range(records))
-
-
-def test_etl_metrics_for_prometheus(shared_cluster: LocalCluster, tmp_path: Path) -> None:
-    """With --metrics-listener, gregor-etl serves its figures while it runs and, with
-    --metrics-linger, after it, until SIGTERM: what prometheus_client's parser reads there
-    is exactly what was produced (records read, written to the table, rejected), one
-    duration per batch, and per partition the committed offset (the end) and no lag."""
-    bootstrap = shared_cluster.bootstrap_servers
-    topic = unique_topic("etl-metrics")
-    create_topic(shared_cluster, topic, partitions=PARTITIONS, replication_factor=2)
-    records = 3000  # 4 of them bad JSON, in 2 batches of 1,500
-    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap})
-    for n in range(records):
-        producer.produce(topic, value=value(n), partition=n % PARTITIONS)
-    assert producer.flush(60) == 0
-    bad = sum(1 for n in range(records) if n % BAD_EVERY == 5)
-    warehouse = tmp_path / "warehouse"
-    schema = tmp_path / "schema.ddl"
-    schema.write_text("n bigint, name string")
-    log = tmp_path / "etl.log"
-    process = etl(
-        bootstrap, topic, warehouse, schema,
-        "--metrics-listener", "http://127.0.0.1:0", "--metrics-linger", "600",
-    )  # fmt: skip
-    try:
-        wait_for(
-            lambda: "serving the final metrics" in log.read_text() or process.poll() is not None,
-            600,
-            "gregor-etl to finish its run",
-        )
-        text = log.read_text()
-        assert process.poll() is None, text[-5000:]
-        [url] = re.findall(r"metrics for Prometheus on (http://\S+)", text)
-        with urllib.request.urlopen(url, timeout=30) as response:
-            scraped = response.read().decode()
-        process.send_signal(signal.SIGTERM)  # ends the linger: exit status 0
-        assert process.wait(60) == 0, log.read_text()[-5000:]
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(60)
-    samples = {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(scraped)
-        for s in family.samples
-    }
-
-    def sample(name: str, **labels: str) -> float:
-        return samples[f"gregor_etl_{name}", tuple(sorted({"topic": topic, **labels}.items()))]
-
-    batches = len(progress(log.read_text(), topic))
-    assert batches >= 2
-    assert sample("records_read_total") == records
-    assert sample("records_written_total") == records - bad
-    assert sample("records_rejected_total") == bad
-    assert sample("batches_total") == sample("batch_duration_seconds_count") == batches
-    assert sample("batch_duration_seconds_sum") > 0
-    for p in range(PARTITIONS):
-        assert sample("committed_offset", partition=str(p)) == records // PARTITIONS
-        assert sample("lag", partition=str(p)) == 0
-    rows = ds.dataset(warehouse / topic, format="parquet", partitioning="hive").count_rows()
-    assert rows == records - bad
