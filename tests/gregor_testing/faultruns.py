@@ -14,7 +14,7 @@ its own): `--first 26 --runs 25` plays runs 26-50; every run leaves its summary,
 `--two-datacenters` (`nox -s faults_two_dc`) brings up both datacenters with their mirrors
 (exactly once) and dc1's ETL (`gregor-etl` loading the runs' topics into its warehouse).
 Each schedule then also strikes what reads dc1 (`schedules.service_schedule`): dc2's
-mirror (killed, paused, restarted), the ETL (killed mid-batch, paused) and the WAN (cut);
+mirror (killed, paused, restarted), the ETL (killed mid-batch, paused, cut off) and the WAN (cut);
 dc1's faults are its process and network faults (the disk and session faults stay with
 the one-datacenter runs). After each run the copies are checked too (`copies.py`): dc2's
 `dc1.<topic>` read_committed, and the warehouse, each against dc1's acknowledgements: none

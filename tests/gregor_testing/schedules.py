@@ -24,7 +24,7 @@ LONG_FAULTS = ("pause", "expire")  # past the session timeout
 PAUSE_AT_LEAST = 8.0  # seconds: past the brokers' zookeeper.session.timeout.ms (6 s)
 # A service's faults, by its service: a mirror crashes, freezes and restarts cleanly; the
 # ETL crashes (its driver with its JVM and workers) and freezes.
-SERVICE_FAULTS = {"mirror": ("kill", "pause", "restart"), "etl": ("kill", "pause")}
+SERVICE_FAULTS = {"mirror": ("kill", "pause", "restart"), "etl": ("kill", "pause", "isolate")}
 
 
 def schedule(
