@@ -77,7 +77,8 @@ def test_service_faults_are_drawn_apart_and_strike_the_etl_once_it_loads() -> No
     drawn = [f for seed in range(40) for f in service_schedule(seed, 20, services, 3)]
     assert drawn[:3] == service_schedule(0, 20, services, 3)
     assert {(f.kind, f.hosts) for f in drawn} == {
-        ("kill", ("dc1-etl",)), ("pause", ("dc1-etl",)), ("kill", ("dc2-mirror",)),
+        ("kill", ("dc1-etl",)), ("pause", ("dc1-etl",)), ("isolate", ("dc1-etl",)),
+        ("kill", ("dc2-mirror",)),
         ("pause", ("dc2-mirror",)), ("restart", ("dc2-mirror",)), ("wan", ()),
     }  # fmt: skip
     assert all(f.at >= 0 and f.at + f.seconds <= 20 * 0.8 + 1e-9 for f in drawn)
