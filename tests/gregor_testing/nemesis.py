@@ -335,12 +335,15 @@ class Nemesis:
             self.process(host).resume()
         for host in self.brokers if self.hosts.disks else []:
             disk_faults.free(self.data_dir(host))
+        for host in self.hosts.names:
+            self._serving(host, deadline)
 
         def whole() -> bool:
             # A broker started again may still exit once serving: when it registers, its old
             # ZooKeeper session may still hold its id. It is started again until it stays.
             for host in self.hosts.names:
-                self._serving(host, deadline)
+                if not self.process(host).is_running():
+                    self._serving(host, deadline)
             return self.whole()
 
         try:

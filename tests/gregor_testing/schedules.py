@@ -23,7 +23,7 @@ KINDS = PROCESS_FAULTS + NETWORK_FAULTS + BROKER_FAULTS
 LONG_FAULTS = ("pause", "expire")  # past the session timeout
 PAUSE_AT_LEAST = 8.0  # seconds: past the brokers' zookeeper.session.timeout.ms (6 s)
 # A service's faults, by its service: a mirror crashes, freezes and restarts cleanly; the
-# ETL crashes (its driver with its JVM and workers) and freezes.
+# ETL crashes (its driver with its JVM and workers), freezes, and loses its network.
 SERVICE_FAULTS = {"mirror": ("kill", "pause", "restart"), "etl": ("kill", "pause", "isolate")}
 
 

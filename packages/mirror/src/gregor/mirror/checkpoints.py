@@ -139,10 +139,10 @@ class CheckpointTask:
                 fresh = [c for c in checkpoints if self.emitted.get((c.group, c.partition)) != c]
                 # emit.checkpoints.enabled=false with sync.group.offsets.enabled: the groups
                 # are synced from the translated offsets, and no checkpoint is written.
-                for c in fresh if flow.emit_checkpoints else []:
-                    await producer.produce(topic, c.value(), c.key(), partition=0)
-                await producer.flush()
                 if fresh and flow.emit_checkpoints:
+                    for c in fresh:
+                        await producer.produce(topic, c.value(), c.key(), partition=0)
+                    await producer.flush()
                     latency = round((time.monotonic() - started) * 1000)
                     self.metrics.checkpoint_latency.add(latency)
                 for c in fresh:
