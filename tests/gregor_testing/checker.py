@@ -23,8 +23,16 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 from kafka import KafkaConsumer, TopicPartition
+from kafka.errors import KafkaTimeoutError
 
-from gregor.devcluster import LocalCluster
+from gregor.devcluster import LocalCluster, send_request
+from gregor.protocol.apis.list_offsets import (
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    ListOffsetsTopic,
+)
+from gregor.protocol.apis.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
 
 Record = tuple[bytes | None, bytes]  # (key, value)
 TAG = b"@"
@@ -99,7 +107,7 @@ def read_records(
         tps = [TopicPartition(topic, p) for p in range(partitions)]
         consumer.assign(tps)
         consumer.seek_to_beginning(*tps)
-        ends = consumer.end_offsets(tps)
+        ends = _ends(consumer, cluster, topic, tps)
         out: dict[int, list[Record]] = {p: [] for p in range(partitions)}
         deadline = time.monotonic() + timeout
         while any(consumer.position(tp) < ends[tp] for tp in tps):
@@ -112,10 +120,58 @@ def read_records(
         consumer.close()
 
 
+def _ends(
+    consumer: KafkaConsumer, cluster: LocalCluster, topic: str, tps: list[TopicPartition]
+) -> dict[TopicPartition, int]:
+    """kafka-python's end offsets; a timeout says what each broker answers for the topic."""
+    try:
+        return consumer.end_offsets(tps)
+    except KafkaTimeoutError as e:
+        views = brokers_views(cluster, topic)
+        raise KafkaTimeoutError(f"{e}; {topic} as each broker sees it:\n{views}") from e
+
+
+def brokers_views(cluster: LocalCluster, topic: str) -> str:
+    """Each broker's Metadata answer for the topic and its ListOffsets (latest) answers, a
+    line a broker: why a client could not learn where the topic ends."""
+    lines = []
+    for broker in cluster.brokers:
+        try:
+            meta = send_request(
+                broker.host, broker.port, MetadataRequest([MetadataRequestTopic(name=topic)]), 9
+            )
+            assert isinstance(meta, MetadataResponse)
+            parts = [p for t in meta.topics if t.name == topic for p in t.partitions]
+            asked = ListOffsetsRequest(
+                replica_id=-1,
+                topics=[ListOffsetsTopic(topic, [ListOffsetsPartition(p.partition_index, -1, -1)
+                                                 for p in parts])],
+            )  # fmt: skip
+            offsets = send_request(broker.host, broker.port, asked, 5)
+            assert isinstance(offsets, ListOffsetsResponse)
+            answers = {
+                p.partition_index: (p.error_code, p.offset) for p in offsets.topics[0].partitions
+            }
+            lines.append(
+                f"broker {broker.broker_id}: "
+                + "; ".join(
+                    f"p{p.partition_index} leader {p.leader_id} epoch {p.leader_epoch} "
+                    f"isr {p.isr_nodes} error {p.error_code} "
+                    f"list_offsets {answers.get(p.partition_index)}"
+                    for p in parts
+                )
+            )
+        except (OSError, IndexError) as e:
+            lines.append(f"broker {broker.broker_id}: {e!r}")
+    return "\n".join(lines)
+
+
 def end_offsets(cluster: LocalCluster, topic: str, partitions: int) -> dict[int, int]:
     consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers)
     try:
-        found = consumer.end_offsets([TopicPartition(topic, p) for p in range(partitions)])
+        found = _ends(
+            consumer, cluster, topic, [TopicPartition(topic, p) for p in range(partitions)]
+        )
         return {tp.partition: offset for tp, offset in found.items()}
     finally:
         consumer.close()
