@@ -2,7 +2,7 @@
 // for until it has read every record (the issue 10 stall: a new group's consumer that
 // silently received nothing). KafkaJS consumers read read_committed by default.
 //
-//   node kafkajs_stress.js BROKERS PREFIX ITERATIONS DEADLINE_MS
+//   node kafkajs_stress.js BROKERS PREFIX ITERATIONS DEADLINE_MS STALL_MS
 //
 // Iteration i: create topic PREFIX-i (3 partitions, 3 replicas; leaders not waited for on
 // odd i), produce 12 uncompressed records (4 per partition, acks=-1) before the group joins
@@ -10,14 +10,15 @@
 // beginning. Prints one JSON line per iteration:
 //   {"iteration": i, "read": [values...], "ms": time from the consumer's start to the last
 //    record (or to the deadline)}
-// and, for an iteration that read less than all, the consumer's debug log on stderr.
+// and, for an iteration that read less than all or took longer than STALL_MS, the
+// consumer's debug log on stderr (a crash KafkaJS restarts from is logged there).
 'use strict'
 
 const { Kafka, CompressionTypes, logLevel } = require('kafkajs')
 
 const RECORDS = 12
 
-async function iteration(brokers, prefix, i, deadlineMs) {
+async function iteration(brokers, prefix, i, deadlineMs, stallMs) {
   const lines = []
   const logCreator = () => ({ namespace, label, log }) => {
     const { message, timestamp, logger, ...rest } = log
@@ -75,14 +76,16 @@ async function iteration(brokers, prefix, i, deadlineMs) {
   clearTimeout(timer)
   const ms = Date.now() - started
   await consumer.disconnect()
-  if (read.length < RECORDS) process.stderr.write(`iteration ${i} read ${read.length}:\n${lines.join('\n')}\n`)
+  if (read.length < RECORDS || ms > stallMs) {
+    process.stderr.write(`iteration ${i} read ${read.length} in ${ms} ms:\n${lines.join('\n')}\n`)
+  }
   return { iteration: i, read, ms }
 }
 
 async function main() {
-  const [brokers, prefix, countText, deadlineText] = process.argv.slice(2)
+  const [brokers, prefix, countText, deadlineText, stallText] = process.argv.slice(2)
   for (let i = 0; i < Number(countText); i++) {
-    const result = await iteration(brokers, prefix, i, Number(deadlineText))
+    const result = await iteration(brokers, prefix, i, Number(deadlineText), Number(stallText))
     process.stdout.write(`${JSON.stringify(result)}\n`)
   }
 }

@@ -5,7 +5,8 @@ On a cluster of its own, so the first group also creates `__consumer_offsets`. E
 iteration makes a topic, produces 12 records before or after a new group joins, creates the
 topic with or without waiting for its leaders, and reads them from the beginning with the
 KafkaJS defaults (read_committed: the consumer sees up to the last stable offset). Every
-iteration must read exactly its records. The default run does GREGOR_KAFKAJS_STRESS=4
+iteration must read exactly its records, without a stall; a stalled one shows its
+consumer's debug log and what the coordinator logged about its group. The default run does GREGOR_KAFKAJS_STRESS=4
 iterations; `nox -s kafkajs_stress` does 100.
 """
 
@@ -31,6 +32,9 @@ RECORDS = 12
 # takes (group.initial.rebalance.delay.ms is 3 s), far below a stall of KafkaJS's defaults
 # (metadata.max.age 5 min).
 DEADLINE_MS = 60_000
+# A consumer slower than this stalled: the stall seen once lasted 30 s, KafkaJS's session
+# timeout (a member id the client gave up on, waited for until it expires, is one way).
+STALL_MS = 20_000
 
 pytestmark = pytest.mark.skipif(
     shutil.which("node") is None or not (NODE_MODULES / "kafkajs").is_dir(),
@@ -42,14 +46,16 @@ def test_every_new_kafkajs_group_reads_its_records(
     cluster_factory: Callable[..., LocalCluster],
 ) -> None:
     cluster = cluster_factory(3)
+    prefix = unique_topic("js-stress")
     done = subprocess.run(
         [
             "node",
             str(HERE / "kafkajs_stress.js"),
             cluster.bootstrap_servers,
-            unique_topic("js-stress"),
+            prefix,
             str(ITERATIONS),
             str(DEADLINE_MS),
+            str(STALL_MS),
         ],
         capture_output=True,
         timeout=ITERATIONS * (DEADLINE_MS / 1000 + 60),
@@ -66,3 +72,16 @@ def test_every_new_kafkajs_group_reads_its_records(
         i = r["iteration"]
         assert sorted(r["read"]) == sorted(f"{i}-{k}" for k in range(RECORDS))
     print("ms to read every record, per iteration:", [r["ms"] for r in results])
+    stalled = [r["iteration"] for r in results if r["ms"] > STALL_MS]
+    groups = [f"{prefix}-{i}-group" for i in stalled]
+    coordinator = [
+        line
+        for broker in cluster.brokers
+        for line in broker.log_path.read_text(errors="replace").splitlines()
+        if any(g in line for g in groups)
+    ]
+    assert not stalled, (
+        f"iterations that stalled: {stalled}\nthe coordinators' lines about their groups:\n"
+        + "\n".join(coordinator)
+        + f"\nthe consumers' logs:\n{stderr[-20000:]}"
+    )

@@ -212,10 +212,14 @@ class GroupMetadataManager:
 
         def done(error: int, _base_offset: int) -> None:
             if error != ErrorCode.NONE:
-                log.debug(
-                    "group %s: writing generation %d failed: %s",
+                # A warning: the members are answered with an error and must rejoin, and a
+                # client that gives up its member id then leaves the group waiting for it.
+                log.warning(
+                    "group %s: writing generation %d to %s-%d failed: %s",
                     group.group_id,
                     generation,
+                    CONSUMER_OFFSETS,
+                    partition,
                     ErrorCode(error).name,
                 )
                 if error in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE):
