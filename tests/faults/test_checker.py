@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from gregor.protocol.records import BatchBuilder
+from gregor.storage import LogConfig, open_log
+from gregor_testing.evidence import resent_across_epochs
 from gregor_testing.faultruns import Summary, copy_history, table
 from gregor_testing.history import GAP, History, Report, check, unavailable
 from gregor_testing.schedules import schedule, service_schedule
@@ -56,6 +59,54 @@ def test_each_anomaly_is_found(tmp_path: Path) -> None:
     assert report.phantom == ["x:9"]
     assert report.misplaced == ["p0:1", "p0:2"]
     assert not report.ok
+
+
+BUMP = (
+    "%7|1795877879.786|ERRSEQ|rdkafka#producer-2| [thrd:b1:9092/1]: b1:9092/1: ProduceRequest "
+    "for t [0] with 1 message(s) failed due to skipped sequence numbers (PID{Id:7,Epoch:0}, "
+    "base seq 2 > next seq 1) caused by previous failed request (NOT_LEADER_FOR_PARTITION, "
+    "actions Refresh,MsgNotPersisted, base seq 1..1, base msgid 2, 4581ms ago): recovering"
+)
+
+
+@pytest.mark.parametrize(
+    ("second_epoch", "producer_log", "resent"),
+    [(1, BUMP, True), (0, BUMP, False), (1, "", False)],
+    ids=["new-epoch-after-the-bump", "same-epoch", "no-bump-logged"],
+)
+def test_a_record_sent_again_under_a_new_epoch_is_set_aside(
+    tmp_path: Path, second_epoch: int, producer_log: str, resent: bool
+) -> None:
+    """librdkafka#4953: p0:1 failed (NOT_LEADER after its leader wrote it), the producer
+    bumped its epoch on the OUT_OF_ORDER_SEQUENCE_NUMBER behind it and sent p0:1 again from
+    sequence 0: two batches no broker can tell apart. Within one epoch the copies stay a
+    duplicate, and so they do without librdkafka's word for the bump."""
+    log = open_log(tmp_path / "b1" / "t-0", LogConfig.from_properties({}), recovery_point=0)
+    batches = [(0, 0, "p0:0"), (0, 1, "p0:1"), (second_epoch, 0 if second_epoch else 2, "p0:1")]
+    for epoch, sequence, value in batches:
+        builder = BatchBuilder(producer_id=7, producer_epoch=epoch, base_sequence=sequence)
+        builder.append(value.encode(), key=b"k")
+        log.append_as_leader(builder.build(), leader_epoch=1)
+    log.close()
+    (tmp_path / "producer.log").write_text(producer_log + "\n")
+    events = [*sent("p0:0", "p0:1"), ack("p0:0", 0, 0), ack("p0:1", 0, 2)]
+    events += [read("p0:0", 0, 0), read("p0:1", 0, 1), read("p0:1", 0, 2)]
+    history = tmp_path / "history-1.jsonl"
+    report = write(history, events)
+    assert (report.duplicates, report.misplaced) == (["p0:1"], ["p0:1"])
+    found = resent_across_epochs(
+        history, ["p0:1"], "t", [tmp_path / "b1"], tmp_path / "producer.log"
+    )
+    report.set_aside(found)
+    if resent:
+        assert (report.resent, report.duplicates, report.misplaced) == (["p0:1"], [], [])
+        assert report.ok
+        row = Summary.of(1, 2, ["isolate(b1)"], report, history)
+        assert row.ok and row == Summary.load(save(row, tmp_path))  # set aside when re-read
+        assert table([row]).splitlines()[-1].endswith("resent=1")
+    else:
+        assert (report.resent, report.duplicates) == ([], ["p0:1"])
+        assert not report.ok
 
 
 def test_unavailability_counts_only_silences_longer_than_the_gap() -> None:

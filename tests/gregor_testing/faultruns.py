@@ -5,7 +5,10 @@ reads the topic whole, and the checker (`history.py`) reads the history.
 
 `nox -s faults -- --runs N --seed S [--seconds T]` prints a table, a row per run, and last a
 machine-readable total:
-`total: runs=N acked=A lost=L duplicates=D reordered=R phantom=P unavailable_s=U`.
+`total: runs=N acked=A lost=L duplicates=D reordered=R phantom=P unavailable_s=U resent=S`.
+`resent` counts records read twice that the brokers could not have told apart: librdkafka
+sent them again under a new producer epoch (`evidence.resent_across_epochs`,
+librdkafka#4953). They are shown, with their evidence, and do not fail a run.
 
 Run n plays the schedule of seed S + n. A long session goes in chunks (each a topology of
 its own): `--first 26 --runs 25` plays runs 26-50; every run leaves its summary,
@@ -39,7 +42,7 @@ from gregor.devcluster.etl import EtlProcess
 from gregor.devcluster.netns import NetnsTopology
 from gregor_testing import copies
 from gregor_testing.clienthosts import DATACENTER, finish, workload
-from gregor_testing.evidence import gather
+from gregor_testing.evidence import gather, resent_across_epochs
 from gregor_testing.history import Report, check
 from gregor_testing.nemesis import Fault, Hosts, Nemesis, wait_until
 from gregor_testing.schedules import (
@@ -102,6 +105,8 @@ class Summary:
     history: str
     # The copies' counts (two-datacenter runs): {"mirror": {"lost": 0, ...}, "etl": ...}
     copies: dict[str, dict[str, int]] = field(default_factory=dict)
+    # Read twice because the client sent them again under a new producer epoch (history.py)
+    resent_ids: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -121,7 +126,7 @@ class Summary:
             number, seed, schedule or ["jepsen2013"], r.sent, r.acked, r.errors, len(r.lost),
             len(r.duplicates), len(r.reordered), len(r.phantom), len(r.misplaced),
             round(r.unavailable_s, 1), r.lost[:20], str(history),
-            {name: copy_counts(c) for name, c in (copies or {}).items()},
+            {name: copy_counts(c) for name, c in (copies or {}).items()}, r.resent,
         )  # fmt: skip
 
     @classmethod
@@ -134,7 +139,10 @@ class Summary:
             return kept
         found = {name: copy_history(history, name) for name in kept.copies}
         checked = {name: check(p) for name, p in found.items() if p.exists()}
-        return cls.of(kept.number, kept.seed, kept.schedule, check(history), history, checked)
+        report = check(history)
+        for r in [report, *checked.values()]:
+            r.set_aside(kept.resent_ids)  # what the brokers' logs showed, gone since
+        return cls.of(kept.number, kept.seed, kept.schedule, report, history, checked)
 
 
 COPY_COUNTS = ("lost", "duplicates", "reordered", "phantom")
@@ -224,9 +232,14 @@ def one_run(
     report = check(history)
     copied = check_copies(topology, topic, history)
     run = Run(number, seed, plan, report, history, nemesis, seen, copies=copied)
-    doubtful = report.duplicates or report.misplaced
-    if doubtful:  # before the topology (and the brokers' disks) goes
-        brokers = {h: (b.data_dir, b.log_path) for h, b in nemesis.hosts.brokers.items()}
+    brokers = {h: (b.data_dir, b.log_path) for h, b in nemesis.hosts.brokers.items()}
+    if report.duplicates:  # before the topology (and the brokers' disks) goes
+        data_dirs = [data_dir for data_dir, _ in brokers.values()]
+        resent = resent_across_epochs(history, report.duplicates, topic, data_dirs, producer_log)
+        for r in [report, *copied.values()]:
+            r.set_aside(resent)
+    doubtful = report.duplicates or report.misplaced or report.resent
+    if doubtful:
         out = directory / f"evidence-{number}.txt"
         run.evidence = gather(out, history, doubtful, topic, brokers, producer_log)
     return run
@@ -273,12 +286,13 @@ def two_datacenters(directory: Path) -> Iterator[NetnsTopology]:
 
 
 def table(rows: list[Summary]) -> str:
-    """A row per run, then the total line. Where runs checked copies, each copy's lost,
+    """A row per run, then the total line (`resent`: read twice, sent again by the client
+    under a new producer epoch, not failed). Where runs checked copies, each copy's lost,
     twice, out of order and never sent (`m:` the mirror's, `e:` the ETL's) come before the
     schedule, and their totals at the end of the total line."""
     names = [n for n in COPIES if any(n in r.copies for r in rows)]
     head = f"{'run':>4} {'seed':>6} {'sent':>6} {'acked':>6} {'errors':>6} {'lost':>4} "
-    head += f"{'dup':>4} {'reord':>5} {'phant':>5} {'moved':>5} {'unavail_s':>9}  "
+    head += f"{'dup':>4} {'resent':>6} {'reord':>5} {'phant':>5} {'moved':>5} {'unavail_s':>9}  "
     head += "".join(f"{n[0]}:lost/dup/reord/phant " for n in names)
 
     def copied(r: Summary) -> str:
@@ -288,7 +302,7 @@ def table(rows: list[Summary]) -> str:
 
     lines = [head + "schedule"] + [
         f"{r.number:>4} {r.seed:>6} {r.sent:>6} {r.acked:>6} {r.errors:>6} {r.lost:>4} "
-        f"{r.duplicates:>4} {r.reordered:>5} {r.phantom:>5} {r.moved:>5} "
+        f"{r.duplicates:>4} {len(r.resent_ids):>6} {r.reordered:>5} {r.phantom:>5} {r.moved:>5} "
         f"{r.unavailable_s:>9.1f}  " + copied(r) + "; ".join(r.schedule)
         for r in rows
     ]
@@ -296,7 +310,8 @@ def table(rows: list[Summary]) -> str:
         f"total: runs={len(rows)} acked={sum(r.acked for r in rows)} "
         f"lost={sum(r.lost for r in rows)} duplicates={sum(r.duplicates for r in rows)} "
         f"reordered={sum(r.reordered for r in rows)} phantom={sum(r.phantom for r in rows)} "
-        f"unavailable_s={sum(r.unavailable_s for r in rows):.1f}"
+        f"unavailable_s={sum(r.unavailable_s for r in rows):.1f} "
+        f"resent={sum(len(r.resent_ids) for r in rows)}"
     )
     for n in names:
         total += f" {n}_read={sum(r.copies[n]['read'] for r in rows if n in r.copies)}"

@@ -13,6 +13,9 @@ record's id is `<producer>:<sequence>`, its producer's sequence counting up from
 - misplaced: read at another offset than its acknowledgement named (0; an acknowledgement
   may name none: librdkafka reports records it infers were written, from a later batch's
   acknowledgement after a failed request, with no offset);
+- resent: the duplicates a broker cannot tell from new records, set aside (`set_aside`)
+  once the brokers' logs show it (`evidence.resent_across_epochs`): librdkafka sent them
+  again under a new producer epoch (librdkafka#4953). Counted, not failed;
 - unavailable_s: seconds of the sending time without a single acknowledgement, counting
   only silences longer than `GAP` (a fault's cost, not the producer's linger).
 """
@@ -64,6 +67,7 @@ class Report:
     reordered: list[str] = field(default_factory=list)
     phantom: list[str] = field(default_factory=list)
     misplaced: list[str] = field(default_factory=list)
+    resent: list[str] = field(default_factory=list)
     unavailable_s: float = 0.0
     # What makes the counts unsure: a read that did not reach the end, a producer that
     # closed with records whose outcome it never learned.
@@ -78,9 +82,25 @@ class Report:
         self.acked += other.acked
         self.errors += other.errors
         self.read += other.read
-        for name in ("lost", "duplicates", "reordered", "phantom", "misplaced", "incomplete"):
+        for name in (
+            "lost",
+            "duplicates",
+            "reordered",
+            "phantom",
+            "misplaced",
+            "resent",
+            "incomplete",
+        ):
             getattr(self, name).extend(getattr(other, name))
         self.unavailable_s += other.unavailable_s
+
+    def set_aside(self, resent: list[str]) -> None:
+        """Count these records read twice as resent by the client, neither duplicated nor
+        misplaced by the brokers."""
+        found = set(resent) & set(self.duplicates)
+        self.duplicates = [i for i in self.duplicates if i not in found]
+        self.misplaced = [i for i in self.misplaced if i not in found]
+        self.resent = sorted(set(self.resent) | found)
 
 
 def check(path: Path) -> Report:
