@@ -6,8 +6,8 @@ iteration makes a topic, produces 12 records before or after a new group joins, 
 topic with or without waiting for its leaders, and reads them from the beginning with the
 KafkaJS defaults (read_committed: the consumer sees up to the last stable offset). Every
 iteration must read exactly its records, without a stall; a stalled one shows its
-consumer's debug log and what the coordinator logged about its group. The default run does GREGOR_KAFKAJS_STRESS=4
-iterations; `nox -s kafkajs_stress` does 100.
+consumer's debug log and what the coordinator logged about its group. The default run
+does GREGOR_KAFKAJS_STRESS=4 iterations; `nox -s kafkajs_stress` does 100.
 """
 
 from __future__ import annotations
