@@ -32,7 +32,7 @@ from gregor.protocol.apis.list_offsets import (
     ListOffsetsResponse,
     ListOffsetsTopic,
 )
-from gregor.protocol.apis.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
+from gregor_testing.cluster import metadata
 
 Record = tuple[bytes | None, bytes]  # (key, value)
 TAG = b"@"
@@ -137,10 +137,7 @@ def brokers_views(cluster: LocalCluster, topic: str) -> str:
     lines = []
     for broker in cluster.brokers:
         try:
-            meta = send_request(
-                broker.host, broker.port, MetadataRequest([MetadataRequestTopic(name=topic)]), 9
-            )
-            assert isinstance(meta, MetadataResponse)
+            meta = metadata(cluster, [topic], broker.broker_id)
             parts = [p for t in meta.topics if t.name == topic for p in t.partitions]
             asked = ListOffsetsRequest(
                 replica_id=-1,
