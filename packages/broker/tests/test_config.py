@@ -58,6 +58,20 @@ def test_log_settings_reach_storage() -> None:
     assert c.log_config.min_insync_replicas == 2
 
 
+def test_server_assignors_the_first_the_default() -> None:
+    assert config().group_consumer_assignors == ("uniform", "range")
+    assert config(group_consumer_assignors="range, uniform").group_consumer_assignors == (
+        "range",
+        "uniform",
+    )
+    c = config(group_consumer_assignors="range")
+    assert c.group_consumer_assignors == ("range",)
+    with pytest.raises(InvalidConfigError) as raised:
+        config(group_consumer_assignors="range,roundrobin")
+    assert "group.consumer.assignors" in str(raised.value)
+    assert "must list some of uniform, range" in str(raised.value)
+
+
 def test_listeners_and_advertised_listeners() -> None:
     c = BrokerConfig.from_properties(
         {

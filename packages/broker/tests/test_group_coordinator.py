@@ -1085,6 +1085,33 @@ async def reloaded(h: Harness, nursery: trio.Nursery, epoch: int) -> GroupCoordi
     return second
 
 
+async def test_the_first_configured_assignor_is_the_default(
+    topic: LocalOffsetsTopic, nursery: trio.Nursery, autojump_clock: MockClock
+) -> None:
+    """`group.consumer.assignors`: members that name none get the first; one that names
+    another configured assignor gets it, and one not configured is refused. A coordinator
+    configured without it (a changed config, a restart) loads that group with its own."""
+    h = await start(nursery, topic, attrs.evolve(CONFIG, consumer_assignors=("range", "uniform")))
+    rules = h.coordinator.consumer
+
+    def assignor(coordinator: GroupCoordinator, group_id: str) -> str:
+        group = coordinator.manager.get_group(group_id)
+        assert group is not None and group.consumer is not None
+        return group.consumer.assignor_name
+
+    assert (await rules.heartbeat(join("cg", "a"), TOPICS)).error == E.NONE
+    assert assignor(h.coordinator, "cg") == "range"
+    asked = await rules.heartbeat(join("other", "b", server_assignor="uniform"), TOPICS)
+    assert asked.error == E.NONE
+    assert assignor(h.coordinator, "other") == "uniform"
+    only = await start(nursery, topic, attrs.evolve(CONFIG, consumer_assignors=("range",)))
+    assert assignor(only.coordinator, "other") == "range"
+    refused = await only.coordinator.consumer.heartbeat(
+        join("third", "c", server_assignor="uniform"), TOPICS
+    )
+    assert refused.error == E.UNSUPPORTED_ASSIGNOR
+
+
 async def test_a_consumer_group_survives_a_new_coordinator(
     h: Harness, nursery: trio.Nursery, autojump_clock: MockClock
 ) -> None:

@@ -301,11 +301,13 @@ class ConsumerHeartbeats:
     # -- assignment ----------------------------------------------------------------------
 
     def _assignor_for(self, cg: ConsumerGroup) -> str:
-        """The assignor most members ask for; the first configured one if none asks."""
-        preferred = Counter(
-            m.server_assignor for m in cg.members.values() if m.server_assignor is not None
-        )
+        """The assignor most members ask for; the first configured one if none asks. A
+        group loaded after `group.consumer.assignors` changed may ask for one no longer
+        configured: that request no longer counts."""
         configured = self.config.consumer_assignors
+        preferred = Counter(
+            m.server_assignor for m in cg.members.values() if m.server_assignor in configured
+        )
         return (
             max(preferred, key=lambda n: (preferred[n], -configured.index(n)))
             if preferred
