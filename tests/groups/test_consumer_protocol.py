@@ -16,7 +16,16 @@ from groups.helpers import committed_offsets, find_coordinator, poll_until, prod
 
 from gregor.devcluster import LocalCluster
 from gregor.protocol.apis.consumer_group_describe import ConsumerGroupDescribeRequest
-from gregor.protocol.apis.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
+from gregor.protocol.apis.consumer_group_heartbeat import (
+    ConsumerGroupHeartbeatRequest,
+    TopicPartitions,
+)
+from gregor.protocol.apis.join_group import JoinGroupRequest, JoinGroupRequestProtocol
+from gregor.protocol.apis.offset_fetch import (
+    OffsetFetchRequest,
+    OffsetFetchRequestGroup,
+    OffsetFetchRequestTopics,
+)
 from gregor.protocol.errors import ErrorCode
 from gregor_testing.cluster import WireClient, create_topic, unique_topic
 
@@ -218,10 +227,111 @@ def test_heartbeat_errors(group_cluster: LocalCluster) -> None:
         assert bad_regex.error_code == ErrorCode.INVALID_REGULAR_EXPRESSION
         assert "kip848-(" in bad_regex.error_message
 
+        def offsets(member_id: str, epoch: int, topics: Any = "all") -> Any:
+            asked = [OffsetFetchRequestTopics(topic, [0, 1])] if topics == "all" else topics
+            request = OffsetFetchRequest(
+                groups=[OffsetFetchRequestGroup(group, member_id, epoch, asked)],
+                require_stable=True,
+            )
+            [answer] = conn.request(request, 9).groups
+            return answer.error_code, [
+                (t.name, p.partition_index, p.committed_offset, p.error_code)
+                for t in answer.topics
+                for p in t.partitions
+            ]
+
+        assert offsets(member, 1) == (0, [(topic, 0, -1, 0), (topic, 1, -1, 0)])
+        # A stale epoch is named per partition too (librdkafka queries only those again).
+        stale = ErrorCode.STALE_MEMBER_EPOCH
+        assert offsets(member, 0) == (stale, [(topic, 0, -1, stale), (topic, 1, -1, stale)])
+        assert offsets(member, 0, None) == (stale, [])
+        assert offsets("nobody", 1) == (ErrorCode.UNKNOWN_MEMBER_ID, [])
+
         left = beat(member_id=member, member_epoch=-1)
         assert (left.error_code, left.member_epoch) == (ErrorCode.NONE, -1)
         [described] = conn.request(ConsumerGroupDescribeRequest(group_ids=[group]), 0).groups
         assert (described.group_state, described.members) == ("Empty", [])
+
+
+def test_epochs_behind_and_classic_groups_beside(group_cluster: LocalCluster) -> None:
+    """A member one epoch behind may retry what it had; otherwise a smaller epoch is fenced.
+    A classic member may not join a consumer-protocol group with members, nor a
+    consumer-protocol member a classic group with members (Kafka's errors)."""
+    topic = unique_topic("kip848-epochs")
+    create_topic(group_cluster, topic, partitions=2, replication_factor=3)
+    group = unique_topic("g-kip848-epochs")
+    with WireClient(find_coordinator(group_cluster, group)) as conn:
+
+        def beat(member_id: str, epoch: int, owned: Any = None) -> Any:
+            request = ConsumerGroupHeartbeatRequest(
+                group_id=group,
+                member_id=member_id,
+                member_epoch=epoch,
+                rebalance_timeout_ms=30000 if epoch == 0 else -1,
+                subscribed_topic_names=[topic] if epoch == 0 else None,
+                topic_partitions=[] if epoch == 0 else owned,
+            )
+            return conn.request(request, 0)
+
+        def partitions(answer: Any) -> list[int]:
+            return sorted(p for t in answer.assignment.topic_partitions for p in t.partitions)
+
+        a = beat("", 0)
+        assert (a.member_epoch, partitions(a)) == (1, [0, 1])
+        [tp] = a.assignment.topic_partitions
+        ids = a.member_id, tp.topic_id
+
+        def owning(*ps: int) -> list[TopicPartitions]:
+            return [TopicPartitions(ids[1], list(ps))]
+
+        b = beat("", 0)  # the group moves to epoch 2; b waits for what a must give up
+        assert (b.error_code, b.member_epoch) == (ErrorCode.NONE, 2)
+        revoking = beat(ids[0], 1, owning(0, 1))
+        assert (revoking.member_epoch, len(partitions(revoking))) == (1, 1)
+        [kept] = partitions(revoking)
+        moved = beat(ids[0], 1, owning(kept))
+        assert (moved.error_code, moved.member_epoch) == (ErrorCode.NONE, 2)
+
+        retried = beat(ids[0], 1, owning(kept))  # a retry of the last epoch's heartbeat
+        assert (retried.error_code, retried.member_epoch) == (ErrorCode.NONE, 2)
+        behind = beat(ids[0], 1, owning(0, 1))  # behind, claiming what is no longer its
+        assert behind.error_code == ErrorCode.FENCED_MEMBER_EPOCH
+        assert "smaller member epoch (1)" in behind.error_message
+
+        classic = JoinGroupRequest(
+            group_id=group,
+            session_timeout_ms=6000,
+            protocol_type="consumer",
+            protocols=[JoinGroupRequestProtocol("range", b"")],
+        )
+        refused = conn.request(classic, 0)
+        assert refused.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+
+    classic_group = unique_topic("g-classic-beside")
+    member = Consumer(
+        {
+            "bootstrap.servers": group_cluster.bootstrap_servers,
+            "group.id": classic_group,
+            "session.timeout.ms": 6000,
+        }
+    )
+    try:
+        member.subscribe([topic])
+        poll_until([member], lambda: bool(member.assignment()), 60, "a classic assignment")
+        with WireClient(find_coordinator(group_cluster, classic_group)) as conn:
+            request = ConsumerGroupHeartbeatRequest(
+                group_id=classic_group,
+                member_epoch=0,
+                rebalance_timeout_ms=30000,
+                subscribed_topic_names=[topic],
+                topic_partitions=[],
+            )
+            answer = conn.request(request, 0)
+        assert answer.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        assert "not a consumer group" in answer.error_message
+        assert sorted(tp.partition for tp in member.assignment()) == [0, 1]
+    finally:
+        member.close()
 
 
 def test_gregor_client_members_beside_librdkafka(group_cluster: LocalCluster, members: Any) -> None:

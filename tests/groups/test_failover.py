@@ -9,7 +9,6 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from groups.helpers import (
     SESSION,
@@ -125,22 +124,19 @@ def test_coordinator_failover(cluster_factory: Callable[..., LocalCluster]) -> N
     assert all(after[tp] >= offset for tp, offset in before.items())
 
 
-@pytest.mark.xfail(
-    reason="open (issue 19): when gregor-client joins the KIP-848 group first and takes all 6 "
-    "partitions, the two librdkafka members that join next may be assigned theirs "
-    "(ConsumerGroupDescribe: Stable, 2 each) and never fetch, so the group stalls before the "
-    "failover; reproduced 4 of 4 on 2026-11-25 under load, 0 of 27 on 2026-11-28. The same "
-    "librdkafka symptom shows in test_consumer_protocol without gregor-client: a member holds "
-    "a partition without fetching it until its assignment next changes (librdkafka debug "
-    "logging hides it); the broker's answers are not known to be at fault",
-    strict=False,
-)
 def test_consumer_protocol_coordinator_failover(
     cluster_factory: Callable[..., LocalCluster],
 ) -> None:
     """The same for a KIP-848 group (two librdkafka members and a gregor-client one): the new
     coordinator loads the group from its records, so the members carry on as they were, the
-    same member ids at the same epochs with the same partitions, from where they were."""
+    same member ids at the same epochs with the same partitions, from where they were.
+
+    This once stalled before the failover: a librdkafka member held partitions without
+    fetching them. librdkafka sends OffsetFetch with its member epoch; when the coordinator
+    has just moved that epoch (a heartbeat processed, its answer not yet back), the fetch is
+    refused STALE_MEMBER_EPOCH, and librdkafka queries again only the partitions the answer
+    names. Kafka names none (the group's error alone), so they waited for the next change of
+    assignment; Gregor names each (test_consumer_protocol's test_heartbeat_errors)."""
     from gregor.client import Consumer as GregorConsumer
 
     cluster = cluster_factory(3, **FAILOVER_PROPERTIES, **KIP848_PROPERTIES)

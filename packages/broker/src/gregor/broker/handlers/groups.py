@@ -356,6 +356,13 @@ async def offset_fetch(
         error, found = _fetch_offsets(
             ctx, group.group_id, request.require_stable, partitions, member
         )
+        if error == ErrorCode.STALE_MEMBER_EPOCH and partitions is not None:
+            # Kafka answers this with the group's error alone. librdkafka (to 2.16 at
+            # least) then leaves the partitions it asked for waiting for their offsets
+            # until its assignment next changes, never fetching them; named per partition
+            # too, it queries them again after its next heartbeat. Clients that read the
+            # group's error first (Kafka's own) see the same answer.
+            found = dict.fromkeys(partitions, FetchedOffset(error=error))
         groups.append(
             OffsetFetchResponseGroup(
                 group_id=group.group_id,

@@ -161,6 +161,13 @@ class OffsetCommits:
         if member is not None and group is not None and group.consumer is not None:
             error = consumer_member_error(group, *member)
             if error is not None:
+                log.info(
+                    "group %s: OffsetFetch from member %s at epoch %d refused: %s",
+                    group_id,
+                    member[0],
+                    member[1],
+                    ErrorCode(error).name,
+                )
                 return error, {}
         # Whatever the group's state: a group may use Kafka only to store offsets.
         return ErrorCode.NONE, self.manager.get_offsets(group_id, require_stable, partitions)
