@@ -12,7 +12,17 @@ from pathlib import Path
 import pytest
 
 from gregor.mirror import IdentityReplicationPolicy, MirrorConfigError, load
-from gregor.mirror.config import MirrorConfig, parse_properties
+from gregor.mirror.config import FlowConfig, MirrorConfig, parse_properties
+from gregor.mirror.runner import Mirror
+from gregor.mirror.topics import should_replicate
+
+# The console script of this environment, and an mm2.properties whose clusters nothing
+# answers at: the CLI tests need no cluster.
+GREGOR_MIRROR = Path(sys.executable).parent / "gregor-mirror"
+NOWHERE = (
+    "clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\nB.bootstrap.servers = 127.0.0.1:1\n"
+    "A->B.enabled = true\n"
+)
 
 MM2 = """\
 # two datacenters
@@ -188,12 +198,10 @@ def test_log_format_json(tmp_path: Path) -> None:
     where it serves its metrics, is read back (no cluster is needed for it)."""
     config = tmp_path / "mm2.properties"
     config.write_text(
-        "clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\nB.bootstrap.servers = 127.0.0.1:1\n"
-        "A->B.enabled = true\nlog.format = json\n"
-        "metrics.prometheus.listener = http://127.0.0.1:0\n"
+        NOWHERE + "log.format = json\nmetrics.prometheus.listener = http://127.0.0.1:0\n"
     )
     mirror = subprocess.Popen(
-        [str(Path(sys.executable).parent / "gregor-mirror"), str(config)],
+        [str(GREGOR_MIRROR), str(config)],
         stderr=subprocess.PIPE,
         text=True,
     )
@@ -209,3 +217,130 @@ def test_log_format_json(tmp_path: Path) -> None:
         MirrorConfig.from_properties(
             {"clusters": "A", "A.bootstrap.servers": "h:1", "log.format": "xml"}
         )
+
+
+# -- settings read from mm2.properties text ------------------------------------------------
+
+
+def flows_of(text: str) -> dict[str, FlowConfig]:
+    """The flows of an mm2.properties text (A and B), by name."""
+    config = MirrorConfig.from_properties(parse_properties(NOWHERE + text))
+    return {flow.name: flow for flow in config.flows}
+
+
+INTERVALS = {  # MM2's name: (FlowConfig's field, MM2's default)
+    "emit.heartbeats.interval.seconds": ("emit_heartbeats_interval", 1),
+    "sync.group.offsets.interval.seconds": ("sync_group_offsets_interval", 60),
+    "refresh.groups.interval.seconds": ("refresh_groups_interval", 600),
+    "refresh.topics.interval.seconds": ("refresh_topics_interval", 600),
+}
+
+
+@pytest.mark.parametrize("key", sorted(INTERVALS))
+def test_intervals_from_properties(key: str) -> None:
+    """Each interval read from the text: set for all flows, or for A->B only (which then
+    wins over the global one, and leaves B->A the global value)."""
+    field, default = INTERVALS[key]
+    assert {n: getattr(f, field) for n, f in flows_of("").items()} == {
+        "A->B": default,
+        "B->A": default,
+    }
+    everywhere = flows_of(f"{key} = 7\n")
+    assert {n: getattr(f, field) for n, f in everywhere.items()} == {"A->B": 7, "B->A": 7}
+    one = flows_of(f"{key} = 7\nA->B.{key}: 3\n")
+    assert {n: getattr(f, field) for n, f in one.items()} == {"A->B": 3, "B->A": 7}
+    # Every other interval keeps its default.
+    for other, (other_field, other_default) in INTERVALS.items():
+        if other != key:
+            assert getattr(one["A->B"], other_field) == other_default
+
+
+def test_separator_from_properties() -> None:
+    """replication.policy.separator names remote topics and MM2's own (with the internal
+    separator, as MM2 does by default), and tells remote topics from local ones: A->B does
+    not send back B_orders (it came from B), but mirrors B.orders (a local name)."""
+    flow = flows_of("replication.policy.separator = _\n")["A->B"]
+    assert flow.policy.format_remote_topic(flow.source.alias, "orders") == "A_orders"
+    assert flow.checkpoints_topic == "A_checkpoints_internal"
+    assert flow.offset_syncs_topic == "mm2-offset-syncs_B_internal"
+    assert not should_replicate(flow, "B_orders")
+    assert should_replicate(flow, "B.orders")
+    assert flow.policy.upstream_topic("A_orders") == "orders"
+    plain = flows_of(
+        "replication.policy.separator = __\n"
+        "replication.policy.internal.topic.separator.enabled = false\n"
+    )["A->B"]
+    assert plain.policy.format_remote_topic("A", "orders") == "A__orders"
+    assert plain.checkpoints_topic == "A.checkpoints.internal"
+
+
+def test_disabled_features_from_properties() -> None:
+    """`= false` reaches the flows: sync.topic.configs.enabled and emit.heartbeats.enabled
+    (true by MM2's default) for every flow; sync.group.offsets.enabled for A->B, which
+    wins over the global true. A mirror then runs no heartbeats."""
+    text = (
+        "B->A.enabled = true\n"
+        "sync.topic.configs.enabled = false\n"
+        "emit.heartbeats.enabled = FALSE\n"
+        "sync.group.offsets.enabled = true\n"
+        "A->B.sync.group.offsets.enabled = false\n"
+    )
+    defaults = flows_of("")["A->B"]
+    assert defaults.sync_topic_configs and defaults.emit_heartbeats
+    assert not defaults.sync_group_offsets
+    flows = flows_of(text)
+    assert {
+        name: (f.sync_topic_configs, f.emit_heartbeats, f.sync_group_offsets)
+        for name, f in flows.items()
+    } == {"A->B": (False, False, False), "B->A": (False, False, True)}
+    config = MirrorConfig.from_properties(parse_properties(NOWHERE + text))
+    assert Mirror(config).heartbeats == []
+    beating = Mirror(MirrorConfig.from_properties(parse_properties(NOWHERE))).heartbeats
+    assert [f.name for f in beating] == ["A->B", "B->A"]  # (MM2 beats on disabled flows too)
+
+
+# -- the CLI with a bad config: exit 2, one line naming key, value and rule ---------------
+
+
+def run_cli(tmp_path: Path, text: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """gregor-mirror on an mm2.properties of `text` (it must exit without a cluster)."""
+    config = tmp_path / "mm2.properties"
+    config.write_text(text)
+    return subprocess.run(
+        [str(GREGOR_MIRROR), str(config), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (
+            "emit.checkpoints.interval.seconds = -1",
+            "emit.checkpoints.interval.seconds = '-1': must be at least 1",
+        ),
+        ("replication.factor = zero", "replication.factor = 'zero': must be an integer"),
+        (
+            "A->B.sync.group.offsets.enabled = no",
+            "A->B.sync.group.offsets.enabled = 'no': must be true or false",
+        ),
+    ],
+    ids=["negative-interval", "word-for-number", "word-for-boolean"],
+)
+def test_cli_bad_value(tmp_path: Path, line: str, message: str) -> None:
+    done = run_cli(tmp_path, NOWHERE + line + "\n")
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [f"gregor-mirror: {message}"]  # no traceback
+    assert done.stdout == ""
+
+
+def test_cli_unknown_cluster_alias(tmp_path: Path) -> None:
+    """--clusters names an alias that is not in `clusters`: exit 2, the alias named (and
+    only the unknown one), before connecting anywhere."""
+    done = run_cli(tmp_path, NOWHERE, "--clusters", "B", "C")
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == ["gregor-mirror: --clusters C: not in clusters = A, B"]
+    assert done.stdout == ""
