@@ -5,7 +5,8 @@ leader of each partition named, appends the COMMIT or ABORT control batch
 (`Partition.append_txn_marker`), waits for the ISR as acks=all does, and answers per
 partition. A marker written to a `__consumer_offsets` partition also ends the producer's
 pending TxnOffsetCommit offsets in the group coordinator: visible on COMMIT, dropped on
-ABORT. DescribeProducers lists a led partition's active producers.
+ABORT. DescribeProducers lists the active producers of a partition's replica here,
+leader or follower.
 """
 
 from __future__ import annotations
@@ -119,9 +120,12 @@ async def describe_producers(
                 if not allowed:
                     raise TopicAuthorizationFailedError(f"not authorized to read {topic.name}")
                 partition = replicas.partition_or_error(topic.name, index)
-                if not partition.is_leader or partition.log is None:
+                # Any replica answers from its own log, a follower too (as Kafka's do:
+                # `kafka-transactions.sh describe-producers --broker-id` asks one); a
+                # broker that hosts no replica says NOT_LEADER_OR_FOLLOWER.
+                if partition.log is None:
                     raise NotLeaderOrFollowerError(
-                        f"broker {ctx.services.broker_id} does not lead {topic.name}-{index}"
+                        f"broker {ctx.services.broker_id} does not host {topic.name}-{index}"
                     )
                 producers = partition.log.producer_state.active_producers()
             except KafkaError as exc:
