@@ -24,7 +24,7 @@ def test_kafka_python(shared_cluster: LocalCluster, codec: str | None) -> None:
         acks="all",
         compression_type=codec,
         linger_ms=5,
-        enable_idempotence=False,  # InitProducerId comes with the transactions issue
+        enable_idempotence=False,  # plain batches: idempotence has tests of its own
     )
     try:
         futures = [

@@ -62,7 +62,7 @@ class ContinuousProducer:
             {
                 "bootstrap.servers": self.bootstrap,
                 "acks": "all",
-                "enable.idempotence": False,  # InitProducerId comes with transactions
+                "enable.idempotence": False,  # acks=all alone: what the proof checks
                 "linger.ms": 5,
                 "message.timeout.ms": 120000,
                 "retry.backoff.ms": 100,

@@ -41,8 +41,6 @@ COLUMNS = {
     "idempotence": "idempotence",
     "transactions": "transactions",
 }
-# The reason of every cell Gregor cannot do yet: flip these marks when issue 12 lands.
-NOT_YET_BROKER = "broker has no transaction coordinator yet (issue 12)"
 
 INTEROP = Path(__file__).resolve().parents[1] / "interop"
 NODE_MODULES = INTEROP / "node_modules"
