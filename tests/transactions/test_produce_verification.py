@@ -54,6 +54,20 @@ def produce(
         return conn.request(request, 9).responses[0].partition_responses[0]
 
 
+def add_partition(
+    coordinator: WireClient, tid: str, pid: int, epoch: int, topic: str, partition: int
+) -> int:
+    """AddPartitionsToTxn v3 of one partition; its error code."""
+    add = AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id=tid,
+        v3_and_below_producer_id=pid,
+        v3_and_below_producer_epoch=epoch,
+        v3_and_below_topics=[AddPartitionsToTxnTopic(topic, [partition])],
+    )
+    [added] = coordinator.request(add, 3).results_by_topic_v3_and_below
+    return int(added.results_by_partition[0].partition_error_code)
+
+
 def end_offset(cluster: LocalCluster, topic: str, partition: int) -> int:
     request = ListOffsetsRequest(
         replica_id=-1,
@@ -72,14 +86,7 @@ def test_produce_to_a_partition_not_in_the_transaction(txn_cluster: LocalCluster
     with WireClient(find_coordinator(txn_cluster, tid, TRANSACTION_KEY)) as coord:
         error, pid, epoch = init(coord, tid)
         assert error == E.NONE
-        add = AddPartitionsToTxnRequest(
-            v3_and_below_transactional_id=tid,
-            v3_and_below_producer_id=pid,
-            v3_and_below_producer_epoch=epoch,
-            v3_and_below_topics=[AddPartitionsToTxnTopic(topic, [0])],
-        )
-        added = coord.request(add, 3).results_by_topic_v3_and_below
-        assert added[0].results_by_partition[0].partition_error_code == E.NONE
+        assert add_partition(coord, tid, pid, epoch, topic, 0) == E.NONE
         # Partition 1 was never added: refused, its log untouched.
         before = end_offset(txn_cluster, topic, 1)
         refused = produce(txn_cluster, tid, topic, 1, pid, epoch, 0)

@@ -16,15 +16,11 @@ from collections.abc import Callable
 
 from groups.test_bad_input import commit
 from transactions.test_bad_input import describe, init
-from transactions.test_produce_verification import produce
+from transactions.test_produce_verification import add_partition, produce
 
 from gregor.broker.coordinator.partitioning import partition_for
 from gregor.devcluster import BrokerProcess, LocalCluster
 from gregor.protocol.apis.add_offsets_to_txn import AddOffsetsToTxnRequest
-from gregor.protocol.apis.add_partitions_to_txn import (
-    AddPartitionsToTxnRequest,
-    AddPartitionsToTxnTopic,
-)
 from gregor.protocol.apis.describe_producers import DescribeProducersRequest, TopicRequest
 from gregor.protocol.apis.end_txn import EndTxnRequest
 from gregor.protocol.apis.init_producer_id import InitProducerIdRequest
@@ -305,14 +301,7 @@ def test_describe_producers_and_list_transactions(txn_cluster: LocalCluster) -> 
     with WireClient(coordinator_broker) as coordinator:
         error, pid, epoch = init(coordinator, tid)
         assert error == E.NONE
-        add = AddPartitionsToTxnRequest(
-            v3_and_below_transactional_id=tid,
-            v3_and_below_producer_id=pid,
-            v3_and_below_producer_epoch=epoch,
-            v3_and_below_topics=[AddPartitionsToTxnTopic(topic, [0])],
-        )
-        [added] = coordinator.request(add, 3).results_by_topic_v3_and_below
-        assert [p.partition_error_code for p in added.results_by_partition] == [E.NONE]
+        assert add_partition(coordinator, tid, pid, epoch, topic, 0) == E.NONE
         before = int(time.time() * 1000)
         offsets = [produce(txn_cluster, tid, topic, 0, pid, epoch, seq) for seq in (0, 1)]
         after = int(time.time() * 1000)
