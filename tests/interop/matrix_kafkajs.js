@@ -65,13 +65,25 @@ async function produce(kafka, topic, codec, records) {
   return {}
 }
 
-// A transactional send: one record, with short timeouts.
-async function transaction(kafka, topic) {
+// Transactions on partition 0: two records committed, one aborted, then one committed
+// with the group's offset (sendOffsets), so another client can check what read_committed
+// and read_uncommitted see and the offset the commit made visible.
+async function transaction(kafka, topic, groupId) {
   const producer = kafka.producer({ transactionalId: `${topic}-txn`, idempotent: true, retry: { retries: 1 } })
   await producer.connect()
-  const txn = await producer.transaction()
-  await txn.send({ topic, messages: [{ partition: 0, value: 'committed' }] })
-  await txn.commit()
+  const first = await producer.transaction()
+  await first.send({ topic, messages: [{ partition: 0, value: 'c1' }, { partition: 0, value: 'c2' }] })
+  await first.commit()
+  const aborted = await producer.transaction()
+  await aborted.send({ topic, messages: [{ partition: 0, value: 'aborted' }] })
+  await aborted.abort()
+  const last = await producer.transaction()
+  await last.send({ topic, messages: [{ partition: 0, value: 'c3' }] })
+  await last.sendOffsets({
+    consumerGroupId: groupId,
+    topics: [{ topic, partitions: [{ partition: 0, offset: '3' }] }],
+  })
+  await last.commit()
   await producer.disconnect()
   return {}
 }
@@ -166,7 +178,7 @@ async function main() {
   const commands = {
     metadata: () => metadata(kafka, topic, rest[0]),
     produce: () => produce(kafka, topic, rest[0], JSON.parse(require('fs').readFileSync(rest[1]))),
-    transaction: () => transaction(kafka, topic),
+    transaction: () => transaction(kafka, topic, rest[0]),
     admin: () => admin(kafka, topic, rest[0]),
   }
   const result = await commands[command]()

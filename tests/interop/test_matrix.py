@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 
@@ -79,6 +79,35 @@ def read_back(cluster: LocalCluster, topic: str, count: int) -> list[Any]:
                 (message.key(), message.value(), message.headers() or [], message.timestamp())
             )
         return out
+    finally:
+        consumer.close()
+
+
+def read_to_end(cluster: LocalCluster, topic: str, isolation: str) -> list[bytes | None]:
+    """The values of partition 0 up to its end as `isolation.level` sees it (librdkafka
+    signals the end at the last stable offset with read_committed)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": "matrix-reader",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": isolation,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        out: list[bytes | None] = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            message = consumer.poll(1)
+            if message is None:
+                continue
+            if message.error() is not None:
+                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
+                return out
+            out.append(message.value())
+        raise AssertionError(f"{topic}: no end of partition 0 within 60 s, read {out}")
     finally:
         consumer.close()
 
@@ -637,9 +666,22 @@ def test_kcat_idempotence(shared_cluster: LocalCluster, new: bool) -> None:
 @pytest.mark.interop("kafkajs", "transactions")
 @pytest.mark.skipif(NO_KAFKAJS, reason="KafkaJS is not installed")
 def test_kafkajs_transactions(shared_cluster: LocalCluster) -> None:
+    """KafkaJS commits two transactions and aborts one between them, the last with its
+    group's offset: librdkafka with read_committed reads only the committed records,
+    read_uncommitted reads the aborted one too (no control record reaches either), and the
+    group's offset is the one the last transaction sent."""
     topic = new_topic(shared_cluster, "m-js-txn")
-    kafkajs("transaction", shared_cluster, topic)
-    assert [v for _, v, _, _ in read_back(shared_cluster, topic, 1)] == [b"committed"]
+    group = f"{topic}-group"
+    kafkajs("transaction", shared_cluster, topic, group)
+    assert read_to_end(shared_cluster, topic, "read_committed") == [b"c1", b"c2", b"c3"]
+    everything = read_to_end(shared_cluster, topic, "read_uncommitted")
+    assert everything == [b"c1", b"c2", b"aborted", b"c3"]
+    reader = Consumer({"bootstrap.servers": shared_cluster.bootstrap_servers, "group.id": group})
+    try:
+        [offset] = reader.committed([TopicPartition(topic, 0)], timeout=30)
+    finally:
+        reader.close()
+    assert offset.offset == 3
 
 
 NOT_CLIENT_FEATURES = [
