@@ -456,9 +456,17 @@ async def test_idle_transactional_ids_expire_with_a_tombstone(h: Harness) -> Non
     assert h.topic.values(h.manager.partition_for(TID))[-1] == (TID, None)
 
 
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
 async def test_a_new_coordinator_completes_what_the_old_one_prepared(
-    topic: LocalStateTopic,
+    topic: LocalStateTopic, commit: bool
 ) -> None:
+    """PrepareCommit or PrepareAbort left in the log: the new coordinator sends the markers
+    at its own epoch and completes the transaction as it was decided."""
+    prepared, complete = (
+        (TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT)
+        if commit
+        else (TxnState.PREPARE_ABORT, TxnState.COMPLETE_ABORT)
+    )
     leaders = Leaders(reachable=False)
     wall = [1_000_000]
     old = make_coordinator(topic, leaders, wall)
@@ -468,9 +476,9 @@ async def test_a_new_coordinator_completes_what_the_old_one_prepared(
         h.elect(5)
         await h.settle()
         pid, epoch = await h.begin()
-        assert await old.end_transaction(TID, pid, epoch, True) == E.NONE
+        assert await old.end_transaction(TID, pid, epoch, commit) == E.NONE
         await trio.sleep(1)  # the leaders are unreachable: the markers are retried
-        assert h.state() is TxnState.PREPARE_COMMIT
+        assert h.state() is prepared
         # The partition moves away, and comes back in a newer epoch, to a new coordinator.
         for p in range(PARTITIONS):
             old.manager.unload(p, 6)
@@ -483,8 +491,8 @@ async def test_a_new_coordinator_completes_what_the_old_one_prepared(
         h.elect(7)
         assert (await new.init_producer_id(TID, 1000)).error == E.COORDINATOR_LOAD_IN_PROGRESS
         await h.settle()
-        assert h.state() is TxnState.COMPLETE_COMMIT
-        assert leaders.markers() == [(pid, epoch, True, 7, [("t1", 0), ("t1", 1)])]
+        assert h.state() is complete
+        assert leaders.markers() == [(pid, epoch, commit, 7, [("t1", 0), ("t1", 1)])]
         again = await new.init_producer_id(TID, 1000)
         assert (again.producer_id, again.producer_epoch) == (pid, epoch + 1)
         nursery.cancel_scope.cancel()
