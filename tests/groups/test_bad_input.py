@@ -10,6 +10,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from broker.test_describe_configs import TOPIC, describe
 from groups.helpers import find_coordinator
 
 from gregor.broker.coordinator.partitioning import partition_for
@@ -177,6 +178,24 @@ def test_find_coordinator_for_groups_and_transactions(group_cluster: LocalCluste
         assert len(state) == 50
         assert found.node_id == state[partition_for("txn-1", 50)].leader_id
         assert all(len(p.replica_nodes) == 3 for p in state.values())
+        # Both internal topics with the configs Kafka gives them.
+        keys = ("cleanup.policy", "segment.bytes", "min.insync.replicas", "compression.type")
+        internal = {
+            name: {k: c.value for k, c in describe(group_cluster, TOPIC, name, *keys).items()}
+            for name in ("__consumer_offsets", "__transaction_state")
+        }
+        assert internal["__transaction_state"] == {
+            "cleanup.policy": "compact",
+            "segment.bytes": "104857600",
+            "min.insync.replicas": "2",
+            "compression.type": "uncompressed",
+        }
+        assert internal["__consumer_offsets"] == {
+            "cleanup.policy": "compact",
+            "segment.bytes": "104857600",
+            "min.insync.replicas": "1",
+            "compression.type": "producer",
+        }
         unknown_type = conn.request(FindCoordinatorRequest(key="x", key_type=2), 3)
         assert (unknown_type.error_code, unknown_type.node_id) == (E.INVALID_REQUEST, -1)
 
