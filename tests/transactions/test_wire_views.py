@@ -14,7 +14,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from confluent_kafka import Producer
 from groups.test_bad_input import commit
+from transactions.helpers import read_all
 from transactions.test_bad_input import describe, init
 from transactions.test_produce_verification import add_partition, produce
 
@@ -411,3 +413,37 @@ def test_add_offsets_to_txn(txn_cluster: LocalCluster) -> None:
     elsewhere = next(b for b in txn_cluster.brokers if b is not coordinator_broker)
     with WireClient(elsewhere) as conn:
         assert add_offsets(conn, tid, pid, epoch2, group, 3) == E.NOT_COORDINATOR
+
+
+def test_idle_producers_expire(cluster_factory: Callable[..., LocalCluster]) -> None:
+    """producer.id.expiration.ms: an idempotent producer idle longer than that leaves the
+    partition's producer state (DescribeProducers lists it no more); writing again, it is
+    accepted as a producer the partition does not know, and nothing is written twice."""
+    cluster = cluster_factory(
+        1,
+        offsets_topic_replication_factor=1,
+        transaction_state_log_replication_factor=1,
+        transaction_state_log_min_isr=1,
+        producer_id_expiration_ms=3000,
+        producer_id_expiration_check_interval_ms=500,
+    )
+    topic = unique_topic("txn-expiry")
+    create_topic(cluster, topic, partitions=1, replication_factor=1)
+    producer = Producer(
+        {"bootstrap.servers": cluster.bootstrap_servers, "enable.idempotence": True}
+    )
+    for i in range(3):
+        producer.produce(topic, b"before-%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    [(error, active)] = describe_producers(cluster.broker(0), {topic: [0]}).values()
+    assert error == E.NONE and [s[2] for s in active] == [2]  # its last sequence
+    wait_for(
+        lambda: describe_producers(cluster.broker(0), {topic: [0]})[(topic, 0)] == (E.NONE, set()),
+        60,
+        "the idle producer to expire",
+    )
+    producer.produce(topic, b"after", partition=0)
+    assert producer.flush(30) == 0
+    assert read_all(cluster, topic, 1, "read_uncommitted") == {
+        0: [b"before-0", b"before-1", b"before-2", b"after"]
+    }
