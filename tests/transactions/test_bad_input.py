@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import KafkaException, Producer
+from groups.test_bad_input import join, join_request, stable_member
 from transactions.helpers import read_all
 
 from gregor.devcluster import LocalCluster
@@ -112,6 +113,27 @@ def test_txn_offset_commit_for_a_gone_generation(txn_cluster: LocalCluster) -> N
                 break
         assert error == E.ILLEGAL_GENERATION
         fetch = OffsetFetchRequest(group_id=group, topics=[OffsetFetchRequestTopic(topic, [0])])
+        fetched = conn.request(fetch, 5).topics[0].partitions[0]
+        assert (fetched.committed_offset, fetched.error_code) == (-1, E.NONE)
+    # A live group whose generation moved on: its member's commit of the old one is refused.
+    live = unique_topic("g-moved-on")
+    coordinator = find_coordinator(txn_cluster, live, GROUP_KEY)
+    first = stable_member(coordinator, live)
+    again = join(coordinator, join_request(live, first.member_id))  # the leader rejoins
+    assert (again.error_code, again.generation_id) == (E.NONE, first.generation_id + 1)
+    with WireClient(coordinator) as conn:
+        stale = TxnOffsetCommitRequest(
+            transactional_id="whoever",
+            group_id=live,
+            producer_id=1,
+            producer_epoch=0,
+            generation_id=first.generation_id,
+            member_id=first.member_id,
+            topics=[TxnOffsetCommitRequestTopic(topic, [TxnOffsetCommitRequestPartition(0, 10)])],
+        )
+        refused = conn.request(stale, 3).topics[0].partitions[0].error_code
+        assert refused == E.ILLEGAL_GENERATION
+        fetch = OffsetFetchRequest(group_id=live, topics=[OffsetFetchRequestTopic(topic, [0])])
         fetched = conn.request(fetch, 5).topics[0].partitions[0]
         assert (fetched.committed_offset, fetched.error_code) == (-1, E.NONE)
 
