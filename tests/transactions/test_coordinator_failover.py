@@ -2,17 +2,27 @@
 leader loads `__transaction_state` and takes over. A producer that goes on commits its
 transaction through the new coordinator; a transaction whose producer is gone is aborted
 by the new coordinator at its timeout (its epoch fenced), so read_committed readers move
-past it. Then the killed broker comes back as a follower."""
+past it. Then the killed broker comes back as a follower, its producer state and
+`.txnindex` recovered and caught up: no transaction open, the aborted one indexed."""
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 
 from confluent_kafka import Producer
 from transactions.helpers import read_all
+from transactions.test_wire_views import describe_producers
 
 from gregor.devcluster import LocalCluster
-from gregor_testing.cluster import create_topic, unique_topic, wait_unregistered
+from gregor.protocol.errors import ErrorCode as E
+from gregor_testing.cluster import (
+    create_topic,
+    partitions_of,
+    unique_topic,
+    wait_for,
+    wait_unregistered,
+)
 from gregor_testing.faults import TRANSACTION_KEY, find_coordinator
 
 FAILOVER_PROPERTIES = {
@@ -67,3 +77,33 @@ def test_coordinator_killed_mid_transaction(cluster_factory: Callable[..., Local
         [f"kept-{i}".encode() for i in range(10)] + [f"lost-{i}".encode() for i in range(10)]
     )
     victim.start()
+    # The killed broker recovers its replicas of the topic from an unclean shutdown and
+    # catches up: its producer state has both producers with no transaction open, and its
+    # .txnindex names the aborted transaction.
+    in_sync = {victim.broker_id}
+    wait_for(
+        lambda: all(in_sync <= set(p.isr_nodes) for p in partitions_of(cluster, topic).values()),
+        120,
+        "the restarted broker back in sync",
+    )
+
+    def settled() -> bool:
+        found = describe_producers(victim, {topic: [0, 1]})
+        return all(
+            error == E.NONE and len(active) == 2 and {s[5] for s in active} == {-1}
+            for error, active in found.values()
+        )
+
+    wait_for(settled, 60, "both producers' transactions ended on the restarted broker")
+    aborted = {  # (partition, producer id, first offset) of each aborted transaction
+        (p, entry[1], entry[2])
+        for p in range(2)
+        for index in (victim.data_dir / f"{topic}-{p}").glob("*.txnindex")
+        for entry in struct.iter_unpack(">hqqqq", index.read_bytes())
+    }
+    described = describe_producers(victim, {topic: [0, 1]})
+    pids = {s[0] for _, active in described.values() for s in active}
+    # One producer's transaction, from offset 0 (the lost-* records) in both partitions.
+    assert {(p, first) for p, _, first in aborted} == {(0, 0), (1, 0)}, aborted
+    [pid] = {pid for _, pid, _ in aborted}
+    assert pid in pids, (pid, pids)
