@@ -8,6 +8,7 @@ cluster tests in tests/transactions). Producer ids come from a counter.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -547,10 +548,14 @@ def test_transaction_log_records_round_trip_in_both_versions() -> None:
     )
     for version in (0, 1):
         assert wire.decode_value(wire.encode_value(value, version)) == value
-    # Kafka's v0 layout: version, producer id, epoch, timeout, status, partitions, times.
-    raw = wire.encode_value(value)
-    assert raw[:2] == b"\x00\x00"
-    assert raw[2:10] == (7).to_bytes(8, "big")
-    assert raw[10:12] == (3).to_bytes(2, "big")
+    # Kafka's layout (TransactionLogValue.json), byte for byte: the version, then producer
+    # id, epoch, timeout, status, the partitions (nullable array of topic and ids), last
+    # update and start times; v1 is flexible (compact arrays and strings, tag buffers).
+    fixed = struct.pack(">qhib", 7, 3, 60000, 1)
+    times = struct.pack(">qq", 5, 4)
+    v0 = struct.pack(">hih", 0, 1, 1) + b"t" + struct.pack(">iii", 2, 0, 2)
+    assert wire.encode_value(value, 0) == b"\x00\x00" + fixed + v0[2:] + times
+    v1 = bytes([2, 2]) + b"t" + bytes([3]) + struct.pack(">ii", 0, 2) + b"\x00"
+    assert wire.encode_value(value, 1) == b"\x00\x01" + fixed + v1 + times + b"\x00"
     assert wire.encode_key("x") == b"\x00\x00\x00\x01x"
     assert wire.decode_key(wire.encode_key("x")) == "x"
