@@ -27,7 +27,7 @@ from gregor.protocol.apis.offset_fetch import (
     OffsetFetchRequestTopics,
 )
 from gregor.protocol.errors import ErrorCode
-from gregor_testing.cluster import WireClient, create_topic, unique_topic
+from gregor_testing.cluster import WireClient, create_topic, unique_topic, wait_for
 
 PARTITIONS = 6
 
@@ -332,6 +332,55 @@ def test_epochs_behind_and_classic_groups_beside(group_cluster: LocalCluster) ->
         assert sorted(tp.partition for tp in member.assignment()) == [0, 1]
     finally:
         member.close()
+
+
+def test_a_silent_member_leaves_at_the_configured_session_timeout(
+    group_cluster: LocalCluster,
+) -> None:
+    """group.consumer.session.timeout.ms (6 s on this cluster; Kafka's default is 45 s): a
+    member that stops heartbeating is removed once it passes, and its partitions go to the
+    member that stays."""
+    topic = unique_topic("kip848-session")
+    create_topic(group_cluster, topic, partitions=2, replication_factor=3)
+    group = unique_topic("g-kip848-session")
+    with WireClient(find_coordinator(group_cluster, group)) as conn:
+
+        def join() -> Any:
+            request = ConsumerGroupHeartbeatRequest(
+                group_id=group,
+                member_epoch=0,
+                rebalance_timeout_ms=30000,
+                subscribed_topic_names=[topic],
+                topic_partitions=[],
+            )
+            answer = conn.request(request, 0)
+            assert answer.error_code == ErrorCode.NONE
+            return answer
+
+        def members() -> set[str]:
+            [described] = conn.request(ConsumerGroupDescribeRequest(group_ids=[group]), 0).groups
+            return {m.member_id for m in described.members}
+
+        silent = join().member_id
+        stays = join()
+        assert members() == {silent, stays.member_id}
+        started = time.monotonic()
+
+        def alone_with_both() -> bool:
+            """Heartbeat for the member that stays; True once it is the only member and
+            owns both partitions."""
+            beat = ConsumerGroupHeartbeatRequest(
+                group_id=group, member_id=stays.member_id, member_epoch=stays.member_epoch
+            )
+            stays.member_epoch = conn.request(beat, 0).member_epoch
+            [described] = conn.request(ConsumerGroupDescribeRequest(group_ids=[group]), 0).groups
+            owned = [(m.member_id, m.assignment.topic_partitions) for m in described.members]
+            return [(m, sorted(p for t in tps for p in t.partitions)) for m, tps in owned] == [
+                (stays.member_id, [0, 1])
+            ]
+
+        wait_for(alone_with_both, 30, "the silent member to time out, its partition given on")
+        print(f"removed {time.monotonic() - started:.1f} s after it fell silent")
 
 
 def test_gregor_client_members_beside_librdkafka(group_cluster: LocalCluster, members: Any) -> None:
