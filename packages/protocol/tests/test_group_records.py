@@ -26,6 +26,10 @@ from gregor.protocol.group_records import (
     ConsumerGroupMetadataKey,
     ConsumerGroupMetadataValue,
     ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
@@ -321,6 +325,34 @@ def test_consumer_group_value_bytes() -> None:
         encode_consumer_group_value(ConsumerGroupMetadataValue(5))
         == struct.pack(">hi", 0, 5) + b"\x00"
     )
+
+
+def test_target_assignment_records_bytes() -> None:
+    """Keys 6 (the target's epoch) and 7 (a member's target), as Kafka's
+    ConsumerGroupTargetAssignmentMetadata/MemberKey and Value: the key a type and classic
+    strings, the value flexible v0 (an int32 epoch; compact arrays of topic id and
+    partitions, a tag buffer after each struct and at the end)."""
+    metadata_key = encode_consumer_group_key(ConsumerGroupTargetAssignmentMetadataKey("g"))
+    assert metadata_key == struct.pack(">h", 6) + s16("g")
+    assert decode_key(metadata_key) == ConsumerGroupTargetAssignmentMetadataKey("g")
+    member_key = encode_consumer_group_key(ConsumerGroupTargetAssignmentMemberKey("g", "m"))
+    assert member_key == struct.pack(">h", 7) + s16("g") + s16("m")
+    assert decode_key(member_key) == ConsumerGroupTargetAssignmentMemberKey("g", "m")
+    epoch = ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=9)
+    assert encode_consumer_group_value(epoch) == struct.pack(">hi", 0, 9) + b"\x00"
+    assert decode_consumer_group_value(6, encode_consumer_group_value(epoch)) == epoch
+    t, u = uuid.UUID(int=0x0A), uuid.UUID(int=0x0B)
+    target = ConsumerGroupTargetAssignmentMemberValue(
+        [TopicPartitions(t, [1, 3]), TopicPartitions(u, [])]
+    )
+    data = encode_consumer_group_value(target)
+    assert data == (
+        struct.pack(">h", 0) + b"\x03"
+        + t.bytes + b"\x03" + struct.pack(">ii", 1, 3) + b"\x00"
+        + u.bytes + b"\x01" + b"\x00"
+        + b"\x00"
+    )  # fmt: skip
+    assert decode_consumer_group_value(7, data) == target
 
 
 @pytest.mark.parametrize(
