@@ -39,7 +39,8 @@ class AsyncConsumer(ConsumerBase, AsyncClient):
         self._core.buffer.listeners.append(data.set)
 
     async def unsubscribe(self) -> None:
-        await self._run_listener(self._core.unsubscribe())
+        listener = self._core.subscriptions.listener
+        await self._run_listener(self._core.unsubscribe(), listener)
         if self._core.coordinator is not None:
             await self._bridge.call(self._core.coordinator.leave, "unsubscribed")
 
@@ -129,8 +130,8 @@ class AsyncConsumer(ConsumerBase, AsyncClient):
         if self._closed:
             raise ClientClosedError("the consumer is closed")
 
-    async def _run_listener(self, calls: list[ListenerCall]) -> None:
-        for result in self._core.run_listener(calls, self):
+    async def _run_listener(self, calls: list[ListenerCall], listener: object = None) -> None:
+        for result in self._core.run_listener(calls, self, listener):
             if inspect.isawaitable(result):
                 await result
 

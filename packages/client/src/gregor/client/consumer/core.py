@@ -143,7 +143,9 @@ class ConsumerCore:
         self.fetcher.wake()
 
     def unsubscribe(self) -> list[ListenerCall]:
-        """Drop the subscription; the revocation for the listener (run it, then leave)."""
+        """Drop the subscription; the revocation for the listener (run it with the listener
+        the subscription had, as Kafka's consumer calls onPartitionsRevoked before leaving;
+        then leave)."""
         calls = self._revoke_all()
         self.subscriptions.unsubscribe()
         self._current = None
@@ -226,9 +228,14 @@ class ConsumerCore:
         calls.append(("on_assign", added))
         return calls
 
-    def run_listener(self, calls: Sequence[ListenerCall], consumer: object) -> list[Any]:
-        """Call the listener's methods; what they return (awaitables, for async ones)."""
-        listener = self.subscriptions.listener
+    def run_listener(
+        self, calls: Sequence[ListenerCall], consumer: object, listener: object | None = None
+    ) -> list[Any]:
+        """Call the listener's methods (the subscription's, unless `listener` is given: on
+        unsubscribe the subscription has already forgotten it); what they return
+        (awaitables, for async ones)."""
+        if listener is None:
+            listener = self.subscriptions.listener
         results = []
         for name, partitions in calls:
             method = getattr(listener, name, None)

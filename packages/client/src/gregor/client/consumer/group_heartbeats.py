@@ -1,8 +1,10 @@
 """Group membership with the KIP-848 consumer protocol (`group.protocol=consumer`).
 
 The coordinator assigns; the member only heartbeats (ConsumerGroupHeartbeat) and follows:
-- joining is a heartbeat with epoch 0 and the subscription; the answer names the member,
-  its epoch and its assignment (topic ids, resolved to names through metadata);
+- joining is a heartbeat with epoch 0 and the subscription; the answer gives the member
+  its epoch and its assignment (topic ids, resolved to names through metadata). The member
+  id is the member's own (KIP-1082): made when first needed and kept through fencing and
+  rejoining, as Kafka's consumer does (v1 of the request refuses an empty one);
 - a heartbeat answer with a new assignment makes the consumer "rejoin": the consumer core
   runs the same incremental steps as for a cooperative classic group (on_revoke for what
   was taken away, on_assign for what is new), and the next heartbeat lists what the member
@@ -16,6 +18,7 @@ offsets and the rest are `ConsumerCoordinator`'s.
 
 from __future__ import annotations
 
+import base64
 import logging
 import uuid
 from collections.abc import Sequence
@@ -47,6 +50,12 @@ _FENCED = {ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_MEMBER_EPOCH}
 _COORDINATOR_GONE = {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE}
 
 
+def new_member_id() -> str:
+    """As Kafka's consumer makes its member id (Uuid.randomUuid().toString()): 16 random
+    bytes in URL-safe base64, unpadded."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
 class ConsumerGroupMember(ConsumerCoordinator):
     def __init__(self, config: ConsumerConfig, client: NetworkClient) -> None:
         super().__init__(config, client, [])
@@ -65,6 +74,8 @@ class ConsumerGroupMember(ConsumerCoordinator):
         self, topics: Sequence[str] | None, owned: bool
     ) -> ConsumerGroupHeartbeatRequest:
         joining = self.generation <= 0
+        if not self.member_id:
+            self.member_id = new_member_id()
         subscription = tuple(sorted(topics)) if topics is not None else None
         changed = joining or (subscription is not None and subscription != self._sent)
         return ConsumerGroupHeartbeatRequest(

@@ -41,7 +41,8 @@ class Consumer(ConsumerBase):
         self.close()
 
     def unsubscribe(self) -> None:
-        self._run_listener(self._core.unsubscribe())
+        listener = self._core.subscriptions.listener
+        self._run_listener(self._core.unsubscribe(), listener)
         if self._core.coordinator is not None:
             self._io.call(self._core.coordinator.leave, "unsubscribed")
 
@@ -124,8 +125,8 @@ class Consumer(ConsumerBase):
         if self._closed:
             raise ClientClosedError("the consumer is closed")
 
-    def _run_listener(self, calls: list[ListenerCall]) -> None:
-        self._core.run_listener(calls, self)
+    def _run_listener(self, calls: list[ListenerCall], listener: object = None) -> None:
+        self._core.run_listener(calls, self, listener)
 
     # -- positions, commits, lookups -------------------------------------------------------
 
