@@ -120,7 +120,15 @@ def _interrupted(
 ) -> tuple[str, str, int]:
     """Run until the output shows `marker`, then send SIGINT (Ctrl-C) and wait for the end."""
     process = subprocess.Popen(
-        command, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        command,
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # Ctrl-C as in a terminal, also when this run itself ignores SIGINT (a background
+        # job of a script), which the example's Python would otherwise inherit.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     lines: list[str] = []
     assert process.stdout is not None and process.stderr is not None

@@ -70,6 +70,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # SIGTERM (nox's second step after Ctrl-C, or a plain `kill`) stops the cluster as
     # Ctrl-C does, so no ZooKeeper or broker outlives this process.
     signal.signal(signal.SIGTERM, _interrupt)
+    # Ctrl-C stops it even when started where SIGINT is ignored (a background job of a
+    # script, `nohup ... &`), which Python would otherwise keep ignoring.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     die_with_parent(signal.SIGTERM)  # and so does the end of whatever started this process
     print(f"starting ZooKeeper and {args.brokers} brokers under {directory} ...", flush=True)
     try:
