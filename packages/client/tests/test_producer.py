@@ -257,7 +257,7 @@ def test_retries_give_up_after_delivery_timeout(cluster: ScriptedCluster) -> Non
             )
         ]
     )
-    config = {"delivery.timeout.ms": 700, "request.timeout.ms": 500, "retry.backoff.ms": 20}
+    config = {"delivery.timeout.ms": 1500, "request.timeout.ms": 500, "retry.backoff.ms": 20}
     with producer(cluster, **config) as p:
         future = p.produce("t", b"v", partition=0)
         with pytest.raises(RequestTimedOutError, match=r"expired after \d+ attempt") as info:
@@ -265,12 +265,13 @@ def test_retries_give_up_after_delivery_timeout(cluster: ScriptedCluster) -> Non
         assert "last error: producing to t-0 on broker 0" in str(info.value)
         assert "NOT_LEADER_OR_FOLLOWER" in str(info.value)
     # Retried until delivery.timeout.ms, by the batch's own clock (how close to it the expiry
-    # comes is measured by bench/bench_client_timeouts.py).
+    # comes is measured by bench/bench_client_timeouts.py). How many attempts fit depends on
+    # the machine's load: at least one retry, each one sent.
     found = re.search(r"after (\d+) attempt\(s\), ([\d.]+)s since", str(info.value))
     assert found is not None, info.value
     attempts, elapsed = int(found[1]), float(found[2])
-    assert attempts > 2 and attempts == len(cluster.sent("Produce"))
-    assert elapsed >= 0.7
+    assert attempts >= 2 and attempts == len(cluster.sent("Produce"))
+    assert elapsed >= 1.5
 
 
 def test_an_unanswered_request_times_out_and_expires(cluster: ScriptedCluster) -> None:
