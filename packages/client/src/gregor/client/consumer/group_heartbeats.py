@@ -18,7 +18,6 @@ offsets and the rest are `ConsumerCoordinator`'s.
 
 from __future__ import annotations
 
-import base64
 import logging
 import uuid
 from collections.abc import Sequence
@@ -39,6 +38,7 @@ from gregor.protocol.apis.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
     TopicPartitions,
+    new_member_id,
 )
 from gregor.protocol.errors import ErrorCode, KafkaError, NetworkError
 
@@ -48,12 +48,6 @@ JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
 _FENCED = {ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_MEMBER_EPOCH}
 _COORDINATOR_GONE = {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE}
-
-
-def new_member_id() -> str:
-    """As Kafka's consumer makes its member id (Uuid.randomUuid().toString()): 16 random
-    bytes in URL-safe base64, unpadded."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
 class ConsumerGroupMember(ConsumerCoordinator):

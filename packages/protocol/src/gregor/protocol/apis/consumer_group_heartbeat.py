@@ -3,6 +3,8 @@ acknowledges its assignment and leaves, all through this one request."""
 
 from __future__ import annotations
 
+import base64
+import uuid
 from typing import Annotated
 from uuid import UUID
 
@@ -11,6 +13,13 @@ from gregor.protocol.schema import Int16, Int32, Request, Response, Struct, V
 JOIN_EPOCH = 0  # MemberEpoch of a member joining
 LEAVE_EPOCH = -1  # ... leaving
 STATIC_LEAVE_EPOCH = -2  # ... a static member leaving for a while (it will rejoin)
+
+
+def new_member_id() -> str:
+    """A member id as Kafka makes one (Uuid.randomUuid().toString()): 16 random bytes in
+    URL-safe base64, unpadded. Consumers make their own since KIP-1082; a coordinator makes
+    one for a member that joins without."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
 class TopicPartitions(Struct):

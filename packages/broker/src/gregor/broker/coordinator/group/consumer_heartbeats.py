@@ -25,7 +25,6 @@ Kafka's error for it (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR).
 
 from __future__ import annotations
 
-import base64
 import logging
 import re
 import uuid
@@ -50,6 +49,7 @@ from gregor.broker.coordinator.group.state import GroupState
 from gregor.broker.coordinator.timers import Timer, TimerQueue
 from gregor.broker.coordinator.topic_log import APPEND_ERRORS
 from gregor.protocol.apis import ApiKey
+from gregor.protocol.apis.consumer_group_heartbeat import new_member_id
 from gregor.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -89,11 +89,6 @@ class HeartbeatResult:
 
 def _fail(error: int, message: str | None = None) -> HeartbeatResult:
     return HeartbeatResult(error, message)
-
-
-def new_member_id() -> str:
-    """As Kafka's Uuid.toString(): 16 random bytes in URL-safe base64, unpadded."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
 class ConsumerHeartbeats:
