@@ -36,10 +36,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka import KafkaError as CKafkaError
 from prometheus_client.parser import text_string_to_metric_families
 
-from gregor.client import AdminClient
+from gregor.client import AdminClient, FetchedBatch
 from gregor.client import TopicPartition as GTopicPartition
 from gregor.client.admin import ConfigResource, ResourceType
-from gregor.client.consumer.batches import FetchedBatch
 from gregor.devcluster import LocalCluster
 from gregor.devcluster.ports import free_port
 from gregor.mirror import Checkpoint, Heartbeat, OffsetSync, translate_offsets

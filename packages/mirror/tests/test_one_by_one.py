@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gregor.client import TopicPartition
-from gregor.client.consumer.batches import FetchedBatch
+from gregor.client import FetchedBatch, TopicPartition
 from gregor.mirror.flow import OneByOne
 from gregor.protocol.records import BatchBuilder, RecordBatch, TimestampType
 

@@ -7,8 +7,7 @@ import datetime
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from gregor.client import ConsumerRecord
-from gregor.client.consumer.batches import FetchedBatch
+from gregor.client import ConsumerRecord, FetchedBatch
 from gregor.protocol.records import BatchBuilder, Compression, TimestampType, iter_batches
 from gregor.spark.arrow import arrow_schema, spark_schema, to_record_batch
 from gregor.spark.fetch import to_arrow

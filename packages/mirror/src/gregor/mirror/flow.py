@@ -42,10 +42,11 @@ from gregor.client import (
     AsyncAdminClient,
     AsyncConsumer,
     AsyncProducer,
+    AsyncRecordFuture,
+    FetchedBatch,
+    TimestampType,
     TopicPartition,
 )
-from gregor.client.consumer.batches import FetchedBatch
-from gregor.client.producer.aio import AsyncRecordFuture
 from gregor.mirror.acls import AclSync
 from gregor.mirror.checkpoints import CheckpointTask
 from gregor.mirror.config import FlowConfig
@@ -59,7 +60,6 @@ from gregor.protocol.errors import (
     MessageTooLargeError,
     RecordListTooLargeError,
 )
-from gregor.protocol.records import TimestampType
 
 log = logging.getLogger("gregor.mirror")
 

@@ -19,8 +19,7 @@ from collections.abc import Iterator, Mapping
 
 import pyarrow as pa
 
-from gregor.client import Consumer, TopicPartition
-from gregor.client.consumer.batches import FetchedBatch
+from gregor.client import Consumer, FetchedBatch, TopicPartition
 from gregor.protocol.errors import OffsetOutOfRangeError
 from gregor.protocol.records import decode_columns
 from gregor.spark.arrow import columns_to_record_batch, to_record_batch
