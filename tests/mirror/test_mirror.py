@@ -224,6 +224,7 @@ def test_a_to_b_keeps_records_configs_and_partitions(
     cluster_a: LocalCluster, cluster_b: LocalCluster, mirror_factory: Callable[..., MirrorProcess]
 ) -> None:
     topic = f"orders-{uuid.uuid4().hex[:6]}"
+    started_ms = int(time.time() * 1000)
     create_topic(cluster_a, topic, 3, 2, configs={"retention.ms": "86400000"})
     sent = records(600, 3, "a")
     for i, codec in enumerate(["none", "gzip", "snappy", "lz4", "zstd", "lz4"]):
@@ -256,6 +257,7 @@ def test_a_to_b_keeps_records_configs_and_partitions(
     beats = read(cluster_b, "heartbeats", 1, 1)[0]
     beat = Heartbeat.decode(beats[0][1][1] or b"", beats[0][1][2] or b"")
     assert (beat.source, beat.target) == ("A", "B")
+    assert started_ms <= beat.timestamp <= time.time() * 1000  # when it was emitted
     # Offset syncs on A in MM2's format, naming A's partitions.
     syncs = read(cluster_a, "mm2-offset-syncs.B.internal", 1, 1)[0]
     decoded = [OffsetSync.decode(r[1] or b"", r[2] or b"") for _, r in syncs]
@@ -513,6 +515,8 @@ def test_sigterm_stops_cleanly_with_everything_delivered_synced(
     producing.join(600)
     assert not failures and not producing.is_alive()
     assert_all_copied(cluster_a, cluster_b, topic, len(sent))
+    # The restart began at the syncs, so it sent again none of what the first one copied.
+    assert log_end(cluster_b, remote, 2) == len(sent)
 
 
 def test_sigterm_with_the_target_unreachable_exits_at_once(

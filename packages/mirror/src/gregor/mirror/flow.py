@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from itertools import groupby
 from operator import attrgetter
@@ -442,7 +441,7 @@ async def keep_running(
     failure once `done()` is logged too, and ends it."""
     attempt = 0
     while True:
-        started = time.monotonic()
+        started = trio.current_time()
         try:
             await task()
             if done():
@@ -451,7 +450,7 @@ async def keep_running(
             if done():
                 log.warning("%s stopped with an error (%s)", what, describe(exc))
                 return
-            if time.monotonic() - started > BACKOFF_MAX:
+            if trio.current_time() - started > BACKOFF_MAX:
                 attempt = 0
             delay = min(BACKOFF_MAX, 0.5 * 2**attempt)
             attempt += 1
