@@ -1,11 +1,13 @@
 """Fetch from the closest replica (KIP-392): brokers in racks a, b and c with Kafka's
 RackAwareReplicaSelector; a consumer with client.rack=b reads every record from the broker
-in rack b (its per-topic bytes-out counter says so, the leader's stays at zero), and when
-that broker dies it reads the rest from the leader. For confluent-kafka and gregor-client,
-also read_committed over transactions, which the follower serves from its own replicated
-producer state: up to its last stable offset, with the aborted transactions named. And the
-wire-level answers: the leader's preferred_read_replica without records, a follower serving
-a Fetch v11+ up to its high watermark (its LSO read_committed), Kafka's errors."""
+in rack b (its per-topic bytes-out counter says so, the leader's stays at zero; and the
+per-client fetch byte counters, which a generous default quota turns on as in Kafka, count
+that client's bytes there), and when that broker dies it reads the rest from the leader.
+For confluent-kafka and gregor-client, also read_committed over transactions, which the
+follower serves from its own replicated producer state: up to its last stable offset, with
+the aborted transactions named. And the wire-level answers: the leader's
+preferred_read_replica without records, a follower serving a Fetch v11+ up to its high
+watermark (its LSO read_committed), Kafka's errors."""
 
 from __future__ import annotations
 
@@ -16,8 +18,9 @@ from contextlib import AbstractContextManager, contextmanager
 import confluent_kafka
 import pytest
 
-from gregor.client import Consumer
+from gregor.client import AdminClient, Consumer
 from gregor.client import TopicPartition as GregorTopicPartition
+from gregor.client.admin import ClientQuotaEntity
 from gregor.devcluster import LocalCluster
 from gregor.protocol.apis.fetch import FetchPartition, FetchRequest, FetchTopic, PartitionData
 from gregor.protocol.errors import ErrorCode
@@ -32,6 +35,8 @@ LEADER, NEAREST = 0, 1  # broker 0 (rack a) leads; broker 1 is in the consumer's
 BYTES_IN = "kafka_server_brokertopicmetrics_bytesin_total"
 BYTES_OUT = "kafka_server_brokertopicmetrics_bytesout_total"
 REQUESTS = "kafka_network_requestmetrics_requests_total"
+CLIENT_BYTES = "kafka_server_fetch_bytes_total"
+READER = "rack-b-reader"  # the readers' client.id
 
 # read(n): the next n values the consumer reads, in order (fewer if it times out).
 Reader = Callable[[int], list[bytes]]
@@ -70,6 +75,35 @@ def bytes_moved(cluster: LocalCluster, name: str, topic: str) -> dict[int, float
     }
 
 
+def bytes_sent_to(cluster: LocalCluster, client_id: str) -> dict[int, float]:
+    """Each broker's Fetch bytes counted for the client (the per-client byte counters)."""
+    return {
+        b.broker_id: value(scrape(b), CLIENT_BYTES, user="", client_id=client_id)
+        for b in cluster.brokers
+        if b.is_running()
+    }
+
+
+def count_client_bytes(cluster: LocalCluster, topic: str) -> None:
+    """A default consumer quota no client comes near, so that every broker counts each
+    client's Fetch bytes (Kafka keeps its per-client byte-rate only under a quota); returns
+    once each broker has counted a fetch of this test's wire client."""
+    with AdminClient({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
+        admin.alter_client_quotas(
+            {ClientQuotaEntity({"client-id": None}): {"consumer_byte_rate": 1e12}}
+        )
+    for broker in cluster.brokers:
+        with WireClient(broker) as client:
+            wait_for(
+                lambda c=client, b=broker: (
+                    fetch(c, topic, 0) is not None
+                    and value(scrape(b), CLIENT_BYTES, user="", client_id="wire-test") > 0
+                ),
+                30,
+                f"broker {broker.broker_id} to count bytes per client",
+            )
+
+
 @contextmanager
 def confluent_reader(
     cluster: LocalCluster, topic: str, isolation: str = "read_uncommitted"
@@ -78,6 +112,7 @@ def confluent_reader(
         {
             "bootstrap.servers": cluster.bootstrap_servers,
             "group.id": unique_topic("rack-b"),
+            "client.id": READER,
             "client.rack": "b",
             "enable.auto.commit": False,
             "isolation.level": isolation,
@@ -107,6 +142,7 @@ def gregor_reader(
     with Consumer(
         {
             "bootstrap.servers": cluster.bootstrap_servers,
+            "client.id": READER,
             "client.rack": "b",
             "auto.offset.reset": "earliest",
             "isolation.level": isolation,
@@ -131,21 +167,34 @@ def test_a_consumer_reads_from_its_rack_and_falls_back_to_the_leader(
 ) -> None:
     cluster, topic = racked_topic(cluster_factory, "closest")
     produce(cluster, topic, 0, RECORDS)
+    count_client_bytes(cluster, topic)
+    before = bytes_moved(cluster, BYTES_OUT, topic)  # the wire client's probes
     with reader(cluster, topic) as read:
         assert read(RECORDS) == [b"v%d" % i for i in range(RECORDS)]
         appended = bytes_moved(cluster, BYTES_IN, topic)[LEADER]
         # Every byte went out of the broker in rack b, once; none from the others.
         wait_for(
-            lambda: bytes_moved(cluster, BYTES_OUT, topic) == {0: 0, 1: appended, 2: 0},
+            lambda: (
+                bytes_moved(cluster, BYTES_OUT, topic)
+                == {0: before[0], 1: before[1] + appended, 2: before[2]}
+            ),
             30,
             f"the rack-b broker to have sent all {appended} bytes",
         )
+        # And to this client: the records from rack b; from the leader, answers naming b.
+        sent = bytes_sent_to(cluster, READER)
+        assert sent[NEAREST] >= appended and sent[2] == 0
+        assert sent[LEADER] < appended / 10  # (79 bytes measured: one answer)
 
         cluster.broker(NEAREST).kill()
         produce(cluster, topic, RECORDS, RECORDS)
         assert read(RECORDS) == [b"v%d" % i for i in range(RECORDS, 2 * RECORDS)]
     out = bytes_moved(cluster, BYTES_OUT, topic)
-    assert out[LEADER] > 0 and out[2] == 0
+    assert out[LEADER] > before[LEADER] and out[2] == before[2]
+    # The records appended since, to this client from the leader.
+    later = bytes_moved(cluster, BYTES_IN, topic)[LEADER] - appended
+    fallback = bytes_sent_to(cluster, READER)
+    assert fallback[LEADER] - sent[LEADER] >= later and fallback[2] == 0
 
 
 def test_gregor_client_reads_the_leader_while_the_replica_it_named_is_dead(

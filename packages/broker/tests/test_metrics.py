@@ -97,3 +97,4 @@ def test_prometheus_exposition_has_kafkas_jmx_exporter_names() -> None:
     client = (("client_id", "c"), ("user", ""))
     assert throttle > 0
     assert samples[("kafka_server_produce_throttle_time_ms_total", client)] == throttle
+    assert samples[("kafka_server_produce_bytes_total", client)] == 1000

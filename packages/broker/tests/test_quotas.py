@@ -135,6 +135,7 @@ def test_the_network_hook_throttles_fetches_empty_and_spares_followers() -> None
     sensor = q.sensor(QuotaType.FETCH, user_of("User:ANONYMOUS"), "c")
     assert sensor is not None and sensor.bucket.tokens == pytest.approx(11_000 - 5_000, abs=1)
     assert q.throttle("User:ANONYMOUS", "c", ApiKey.FETCH, follower, 100, 10**9, 0.0) == (0, None)
+    assert sensor.value_total == 5_000  # the client's bytes: not the refused, nor a follower's
     metrics = Metrics()
     metrics.sent("t", 20_000)
     records = PartitionData(records=b"r" * 20_000)

@@ -10,6 +10,9 @@ MBean's type and name joined, `_total` on meters), so dashboards built for Kafka
     kafka_server_replicamanager_{isrshrinks,isrexpands}_total
     kafka_server_delayedoperationpurgatory_purgatorysize{delayedOperation}
     kafka_server_{produce,fetch,request}_throttle_time_ms_total{user,client_id}
+    kafka_server_{produce,fetch}_bytes_total{user,client_id}: Kafka keeps a byte-rate per
+        client; a counter lets Prometheus take the rate. Like Kafka's, these exist only for
+        clients a quota applies to (a generous default quota gives them for every client).
     and the gauges the broker's parts install (`Metrics.gauges`): the controller's active
     controller count and offline partitions, the coordinators' groups and transactional ids.
 
@@ -37,7 +40,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from gregor.broker.metrics import _BUCKETS, Metrics
-from gregor.broker.quotas import ClientQuotas
+from gregor.broker.quotas import ClientQuotas, QuotaType
 from gregor.protocol.apis import api_name
 
 log = logging.getLogger(__name__)
@@ -118,16 +121,27 @@ class BrokerCollector(Collector):
 
     def _throttle_metrics(self) -> Iterator[Metric]:
         families: dict[str, CounterMetricFamily] = {}
+
+        def family(name: str, doc: str) -> CounterMetricFamily:
+            found = families.get(name)
+            if found is None:
+                found = families[name] = CounterMetricFamily(
+                    name, doc, labels=["user", "client_id"]
+                )
+            return found
+
         for sensor in self.quotas.sensors():
             kind = sensor.quota_type.metric.lower()
-            family = families.get(kind)
-            if family is None:
-                family = families[kind] = CounterMetricFamily(
-                    f"kafka_server_{kind}_throttle_time_ms",
-                    f"Milliseconds of throttle given to a client by its {kind} quota",
-                    labels=["user", "client_id"],
-                )
-            family.add_metric(list(sensor.tags), sensor.throttle_ms_total)
+            family(
+                f"kafka_server_{kind}_throttle_time_ms",
+                f"Milliseconds of throttle given to a client by its {kind} quota",
+            ).add_metric(list(sensor.tags), sensor.throttle_ms_total)
+            if sensor.quota_type is not QuotaType.REQUEST:
+                family(
+                    f"kafka_server_{kind}_bytes",
+                    f"Bytes of {kind} requests counted against a client's quota (rate(): "
+                    "Kafka's byte-rate)",
+                ).add_metric(list(sensor.tags), sensor.value_total)
         yield from families.values()
 
 

@@ -187,10 +187,12 @@ class Sensor:
     last_used: float = 0.0
     throttle_ms_total: int = 0
     throttled: int = 0
+    value_total: float = 0.0  # all ever counted: bytes, or percent-seconds of the loop
 
     def record(self, value: float, now: float) -> int:
         """Count `value`; the throttle in ms it calls for (0 within the quota)."""
         self.last_used = now
+        self.value_total += value
         self.bucket.record(value, self.bound, now)
         throttle = self.bucket.throttle_s(self.bound)
         return max(1, round(throttle * 1000)) if throttle > 0 else 0
@@ -313,6 +315,7 @@ class ClientQuotas:
         sensor = self.sensor(quota_type, user, client_id)
         if sensor is not None:
             sensor.bucket.tokens += value
+            sensor.value_total -= value
 
     def throttled(self, quota_type: QuotaType, user: str, client_id: str, ms: int) -> None:
         """A response went out with this throttle (for the per-client throttle metrics)."""
