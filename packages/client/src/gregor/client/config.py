@@ -668,7 +668,10 @@ class ConsumerConfig(ClientConfig):
         "assignors by preference: range, roundrobin, sticky, cooperative-sticky",
     )
     client_rack: str = setting(
-        "client.rack", "", read_str, "the consumer's rack, sent with fetches"
+        "client.rack",
+        "",
+        read_str,
+        "the consumer's rack, sent with fetches: it then reads from the replica the leader names",
     )
     check_crcs: bool = setting("check.crcs", True, read_bool, "verify the CRC of fetched batches")
     exclude_internal_topics: bool = setting(
