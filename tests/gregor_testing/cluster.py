@@ -92,12 +92,17 @@ def stop_cluster(cluster: LocalCluster, show_logs: bool) -> None:
 
 
 def cluster_fixture(
-    name: str, scope: Literal["module", "package"], properties: Mapping[str, str]
+    name: str,
+    scope: Literal["module", "package"],
+    properties: Mapping[str, str],
+    *,
+    own_zookeeper: bool = False,
 ) -> Any:
     """A fixture called `name`, wider than one test: three brokers with these server
     properties, started on first use and stopped at the end of the scope, with their logs
     shown if any test of the session failed. Assign it to a module-level name in a conftest
-    (or a test module) for pytest to find it."""
+    (or a test module) for pytest to find it. With `own_zookeeper` the cluster has a
+    ZooKeeper server of its own (a datacenter's), not a chroot of the session's."""
 
     @pytest.fixture(scope=scope, name=name)
     def fixture(
@@ -105,9 +110,18 @@ def cluster_fixture(
         tmp_path_factory: pytest.TempPathFactory,
         zookeeper: ZooKeeper,
     ) -> Iterator[LocalCluster]:
-        cluster = start_cluster(tmp_path_factory.mktemp(name), zookeeper, 3, properties)
-        yield cluster
-        stop_cluster(cluster, request.session.testsfailed > 0)
+        server = ZooKeeper(tmp_path_factory.mktemp(f"{name}-zookeeper")) if own_zookeeper else None
+        if server is not None:
+            server.start()
+        try:
+            cluster = start_cluster(
+                tmp_path_factory.mktemp(name), server or zookeeper, 3, properties
+            )
+            yield cluster
+            stop_cluster(cluster, request.session.testsfailed > 0)
+        finally:
+            if server is not None:
+                server.stop()
 
     return fixture
 

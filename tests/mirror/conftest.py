@@ -1,5 +1,5 @@
-"""Two real clusters, A and B (three brokers each, each in a ZooKeeper chroot of its own),
-shared by the module, and `gregor-mirror` processes between them."""
+"""Two real clusters, A and B (three brokers and a ZooKeeper server each, as two
+datacenters have), shared by the module, and `gregor-mirror` processes between them."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from gregor.devcluster import LocalCluster
 from gregor_testing.cluster import cluster_fixture
 from gregor_testing.mirror import MirrorProcess
 
-cluster_a = cluster_fixture("cluster_a", "module", {})
-cluster_b = cluster_fixture("cluster_b", "module", {})
+cluster_a = cluster_fixture("cluster_a", "module", {}, own_zookeeper=True)
+cluster_b = cluster_fixture("cluster_b", "module", {}, own_zookeeper=True)
 
 # Short intervals, so that tests wait seconds for what MM2 does every minutes.
 FAST = {
