@@ -30,7 +30,6 @@ from collections.abc import Callable
 from typing import ClassVar, TypeVar
 
 import attrs
-import scramp
 import trio
 
 from gregor.client.frames import FrameReceiver
@@ -238,7 +237,7 @@ class BrokerConnection:
             lifetime_ms = answer.session_lifetime_ms
             try:
                 token = client.respond(answer.auth_bytes)
-            except scramp.ScramException as exc:
+            except SaslAuthenticationFailedError as exc:  # the server's answer was wrong
                 raise SaslAuthenticationFailedError(f"{where}: {exc}") from None
         lifetime = lifetime_ms / 1000
         self._renew_at = trio.current_time() + lifetime * RENEW_AT if lifetime > 0 else math.inf

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from typing import Protocol
 
 import attrs
-import scramp
 
 from gregor.protocol.errors import (
     IllegalSaslStateError,
@@ -114,6 +113,8 @@ class ScramClient(SaslClient):
     ScramException if it is wrong: a broker that does not know the password)."""
 
     def __init__(self, credentials: SaslCredentials) -> None:
+        import scramp  # here: it pulls in asn1crypto, 40 ms of every client's import
+
         self._scram = scramp.ScramClient(
             [credentials.mechanism], credentials.username, credentials.password
         )
@@ -124,13 +125,19 @@ class ScramClient(SaslClient):
         return message.encode()
 
     def respond(self, challenge: bytes) -> bytes | None:
+        """SaslAuthenticationFailedError if the server's answer is wrong (a bad signature)."""
+        import scramp
+
         self._step += 1
-        if self._step == 1:
-            self._scram.set_server_first(challenge.decode())
-            final: str = self._scram.get_client_final()
-            return final.encode()
-        if self._step == 2:
-            self._scram.set_server_final(challenge.decode())
+        try:
+            if self._step == 1:
+                self._scram.set_server_first(challenge.decode())
+                final: str = self._scram.get_client_final()
+                return final.encode()
+            if self._step == 2:
+                self._scram.set_server_final(challenge.decode())
+        except scramp.ScramException as exc:
+            raise SaslAuthenticationFailedError(str(exc)) from None
         return None
 
 
