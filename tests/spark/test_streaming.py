@@ -1,5 +1,6 @@
-"""spark.readStream.format("gregor"): admission control, restarts from the checkpoint, and
-partitions and topics that appear while a query lives.
+"""spark.readStream.format("gregor"): admission control, restarts from the checkpoint,
+partitions and topics that appear while a query lives, and the progress Spark reports: each
+micro-batch's start and end offsets and the latest offsets (the lag is their difference).
 
 Each query runs with Trigger.AvailableNow into Parquet, and the Parquet files are read
 back with pyarrow: every record must be there exactly once.
@@ -7,7 +8,9 @@ back with pyarrow: every record must be there exactly once.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import confluent_kafka
 import pyarrow.dataset as ds
@@ -29,6 +32,11 @@ def produce(bootstrap: str, topic: str, start: int, count: int, partitions: int)
 
 def run(spark: SparkSession, bootstrap: str, out: Path, **options: str) -> list[int]:
     """One Trigger.AvailableNow run into Parquet at `out`; each micro-batch's row count."""
+    return [p["numInputRows"] for p in progress(spark, bootstrap, out, **options)]
+
+
+def progress(spark: SparkSession, bootstrap: str, out: Path, **options: str) -> list[Any]:
+    """`run`'s progress events of the micro-batches that read rows."""
     reader = spark.readStream.format("gregor").option("kafka.bootstrap.servers", bootstrap)
     for name, value in {"startingOffsets": "earliest", **options}.items():
         reader = reader.option(name, value)
@@ -43,7 +51,17 @@ def run(spark: SparkSession, bootstrap: str, out: Path, **options: str) -> list[
     )
     query.awaitTermination(300)
     assert query.exception() is None, query.exception()
-    return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"] > 0]
+    return [p for p in query.recentProgress if p["numInputRows"] > 0]
+
+
+def source_offsets(source: Any, name: str) -> dict[int, int]:
+    """A progress source's offsets (spark-sql-kafka's JSON) of its one topic, by partition."""
+    found = source[name]
+    found = json.loads(found) if isinstance(found, str) else found
+    if found is None:  # the first batch's start
+        return {}
+    [by_partition] = found.values()
+    return {int(p): o for p, o in by_partition.items()}
 
 
 def table(out: Path) -> list[tuple[str, int, int, str]]:
@@ -58,8 +76,19 @@ def test_max_offsets_per_trigger_and_restart(
     topic = unique_topic("stream")
     create_topic(shared_cluster, topic, partitions=2)
     produce(bootstrap, topic, 0, 100, 2)
-    batches = run(spark, bootstrap, tmp_path, subscribe=topic, maxOffsetsPerTrigger="30")
+    events = progress(spark, bootstrap, tmp_path, subscribe=topic, maxOffsetsPerTrigger="30")
+    batches = [p["numInputRows"] for p in events]
     assert sum(batches) == 100 and len(batches) >= 4 and max(batches) <= 30
+    # Each batch's offsets, and the latest: the lag falls to 0 by the last batch.
+    lags = []
+    for event in events:
+        [source] = event["sources"]
+        start, end = source_offsets(source, "startOffset"), source_offsets(source, "endOffset")
+        assert sum(end[p] - start.get(p, 0) for p in end) == event["numInputRows"]
+        latest = source_offsets(source, "latestOffset")
+        assert latest == {0: 50, 1: 50}
+        lags.append(sum(latest[p] - end[p] for p in latest))
+    assert lags == sorted(lags, reverse=True) and lags[-1] == 0
     # A second run resumes from the checkpoint: the new records, once each.
     produce(bootstrap, topic, 100, 50, 2)
     assert sum(run(spark, bootstrap, tmp_path, subscribe=topic)) == 50
