@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from groups.helpers import (
     SESSION,
@@ -124,6 +125,15 @@ def test_coordinator_failover(cluster_factory: Callable[..., LocalCluster]) -> N
     assert all(after[tp] >= offset for tp, offset in before.items())
 
 
+@pytest.mark.xfail(
+    reason="open (issue 19): in stop 26's CI rehearsal one member read nothing for 120 s "
+    "before the failover while the others read every partition (a librdkafka member holding "
+    "partitions without fetching them, as before d8dba37, but with no OffsetFetch refused "
+    "this time); 0 of 20 runs here reproduced it. librdkafka drops a partition from its "
+    "offset queries, unfetched, on any group-level OffsetFetch error but a stale epoch "
+    "(rd_kafka_assignment_apply_offsets); the errors it reported are in the failure",
+    strict=False,
+)
 def test_consumer_protocol_coordinator_failover(
     cluster_factory: Callable[..., LocalCluster],
 ) -> None:
@@ -156,6 +166,7 @@ def test_consumer_protocol_coordinator_failover(
     ours = GregorConsumer({**conf, "client.id": "gregor"})
     seen: Counter[tuple[int, int]] = Counter()
     read = [0, 0, 0]
+    errors: list[str] = []  # what librdkafka reported (offset fetches that failed, ...)
 
     def got(index: int, partition: int, offset: int, value: bytes) -> bool:
         """Count a record; True when its reader should commit (every 50 records)."""
@@ -168,6 +179,7 @@ def test_consumer_protocol_coordinator_failover(
         for i, consumer in enumerate(theirs):
             for message in consumer.consume(500, 0.05):
                 if message.error() is not None:
+                    errors.append(f"librdkafka-{i}: {message.error()}")
                     continue
                 if got(i, message.partition(), message.offset(), message.value()):
                     # A commit may fail while the coordinator moves; the next one covers it.
@@ -205,14 +217,33 @@ def test_consumer_protocol_coordinator_failover(
             for m in answer.members
         }
 
+    def explain(exc: TimeoutError) -> AssertionError:
+        """What each member read and holds, and what the coordinator says of each."""
+        holds = [sorted(tp.partition for tp in c.assignment()) for c in [*theirs, ours]]
+        answer = described()
+        coordinator = [
+            (m.client_id, m.member_epoch, members_of(answer).get(m.member_id, (0, []))[1],
+             sorted(p for t in m.target_assignment.topic_partitions for p in t.partitions))
+            for m in answer.members
+        ]  # fmt: skip
+        return AssertionError(
+            f"{exc}: read {read} (librdkafka-0, librdkafka-1, gregor), {len(seen)} records; "
+            f"they hold {holds}; the coordinator (epoch {answer.group_epoch}, assignment epoch "
+            f"{answer.assignment_epoch}) has (client, epoch, assigned, target) {coordinator}; "
+            f"librdkafka reported {errors[-10:]}"
+        )
+
     try:
         for consumer in [*theirs, ours]:
             consumer.subscribe([topic])
-        wait_for(
-            lambda: step() or (len(seen) >= RECORDS // 3 and min(read) > 0),
-            120,
-            "a third of the records, some read by each member",
-        )
+        try:
+            wait_for(
+                lambda: step() or (len(seen) >= RECORDS // 3 and min(read) > 0),
+                120,
+                "a third of the records, some read by each member",
+            )
+        except TimeoutError as exc:
+            raise explain(exc) from exc
         before = stable()
         assert sorted(len(ps) for _, ps in members_of(before).values()) == [2, 2, 2]
         for consumer in theirs:
