@@ -21,7 +21,7 @@ import pytest
 from gregor.client import AdminClient, Consumer
 from gregor.client import TopicPartition as GregorTopicPartition
 from gregor.client.admin import ClientQuotaEntity
-from gregor.devcluster import LocalCluster
+from gregor.devcluster import BrokerProcess, LocalCluster
 from gregor.protocol.apis.fetch import FetchPartition, FetchRequest, FetchTopic, PartitionData
 from gregor.protocol.errors import ErrorCode
 from gregor.protocol.records import iter_batches
@@ -94,14 +94,12 @@ def count_client_bytes(cluster: LocalCluster, topic: str) -> None:
         )
     for broker in cluster.brokers:
         with WireClient(broker) as client:
-            wait_for(
-                lambda c=client, b=broker: (
-                    fetch(c, topic, 0) is not None
-                    and value(scrape(b), CLIENT_BYTES, user="", client_id="wire-test") > 0
-                ),
-                30,
-                f"broker {broker.broker_id} to count bytes per client",
-            )
+
+            def counted(c: WireClient = client, b: BrokerProcess = broker) -> bool:
+                fetch(c, topic, 0)
+                return value(scrape(b), CLIENT_BYTES, user="", client_id="wire-test") > 0
+
+            wait_for(counted, 30, f"broker {broker.broker_id} to count bytes per client")
 
 
 @contextmanager

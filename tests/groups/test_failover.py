@@ -209,24 +209,20 @@ def test_consumer_protocol_coordinator_failover(
         wait_for(check, 60, "the group to be stable with its three members")
         return found[0]
 
+    def partitions(assignment: Any) -> list[int]:
+        return sorted(p for t in assignment.topic_partitions for p in t.partitions)
+
     def members_of(answer: Any) -> dict[str, tuple[int, list[int]]]:
-        return {
-            m.member_id: (
-                m.member_epoch,
-                sorted(p for t in m.assignment.topic_partitions for p in t.partitions),
-            )
-            for m in answer.members
-        }
+        return {m.member_id: (m.member_epoch, partitions(m.assignment)) for m in answer.members}
 
     def explain(exc: TimeoutError) -> AssertionError:
         """What each member read and holds, and what the coordinator says of each."""
         holds = [sorted(tp.partition for tp in c.assignment()) for c in [*theirs, ours]]
         answer = described()
         coordinator = [
-            (m.client_id, m.member_epoch, members_of(answer).get(m.member_id, (0, []))[1],
-             sorted(p for t in m.target_assignment.topic_partitions for p in t.partitions))
+            (m.client_id, m.member_epoch, partitions(m.assignment), partitions(m.target_assignment))
             for m in answer.members
-        ]  # fmt: skip
+        ]
         return AssertionError(
             f"{exc}: read {read} (librdkafka-0, librdkafka-1, gregor), {len(seen)} records; "
             f"they hold {holds}; the coordinator (epoch {answer.group_epoch}, assignment epoch "

@@ -109,8 +109,8 @@ class PlainClient(SaslClient):
 
 
 class ScramClient(SaslClient):
-    """client-first, client-final, then the server's signature is checked (scramp raises
-    ScramException if it is wrong: a broker that does not know the password)."""
+    """client-first, client-final, then the server's signature is checked (a wrong one, from
+    a broker that does not know the password, is SaslAuthenticationFailedError)."""
 
     def __init__(self, credentials: SaslCredentials) -> None:
         import scramp  # here: it pulls in asn1crypto, 40 ms of every client's import
