@@ -10,7 +10,6 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from groups.helpers import (
     SESSION,
@@ -126,15 +125,6 @@ def test_coordinator_failover(cluster_factory: Callable[..., LocalCluster]) -> N
     assert all(after[tp] >= offset for tp, offset in before.items())
 
 
-@pytest.mark.xfail(
-    reason="open (issue 19): in stop 26's CI rehearsal one member read nothing for 120 s "
-    "before the failover while the others read every partition (a librdkafka member holding "
-    "partitions without fetching them, as before d8dba37, but with no OffsetFetch refused "
-    "this time); 0 of 20 runs here reproduced it. librdkafka drops a partition from its "
-    "offset queries, unfetched, on any group-level OffsetFetch error but a stale epoch "
-    "(rd_kafka_assignment_apply_offsets); the errors it reported are in the failure",
-    strict=False,
-)
 def test_consumer_protocol_coordinator_failover(
     cluster_factory: Callable[..., LocalCluster],
 ) -> None:
@@ -142,19 +132,16 @@ def test_consumer_protocol_coordinator_failover(
     coordinator loads the group from its records, so the members carry on as they were, the
     same member ids at the same epochs with the same partitions, from where they were.
 
-    This once stalled before the failover: a librdkafka member held partitions without
-    fetching them. librdkafka sends OffsetFetch with its member epoch; when the coordinator
-    has just moved that epoch (a heartbeat processed, its answer not yet back), the fetch is
-    refused STALE_MEMBER_EPOCH, and librdkafka queries again only the partitions the answer
-    names. Kafka names none (the group's error alone), so they waited for the next change of
-    assignment; Gregor names each (test_consumer_protocol's test_heartbeat_errors)."""
+    The records are produced once the group is stable: with KIP-848 the first member to
+    join gets every partition at once, so records produced before could all be read and
+    committed before the last member joined, leaving it partitions with nothing to read
+    (the stall of stop 26's CI rehearsal, where the other two members had read every partition)."""
     from gregor.client import Consumer as GregorConsumer
 
     cluster = cluster_factory(3, **FAILOVER_PROPERTIES, **KIP848_PROPERTIES)
     topic = unique_topic("failover848")
     create_topic(cluster, topic, partitions=PARTITIONS, replication_factor=3)
     values = [f"r-{i}".encode() for i in range(RECORDS)]
-    produce(cluster, topic, values, PARTITIONS)
     group = unique_topic("g-failover848")
     conf = {
         "bootstrap.servers": cluster.bootstrap_servers,
@@ -233,6 +220,9 @@ def test_consumer_protocol_coordinator_failover(
     try:
         for consumer in [*theirs, ours]:
             consumer.subscribe([topic])
+        formed = stable()
+        assert sorted(len(ps) for _, ps in members_of(formed).values()) == [2, 2, 2]
+        produce(cluster, topic, values, PARTITIONS)
         try:
             wait_for(
                 lambda: step() or (len(seen) >= RECORDS // 3 and min(read) > 0),
@@ -245,7 +235,8 @@ def test_consumer_protocol_coordinator_failover(
             warnings.warn(str(stalled), stacklevel=1)
             raise stalled from exc
         before = stable()
-        assert sorted(len(ps) for _, ps in members_of(before).values()) == [2, 2, 2]
+        # Nobody joined again while reading: the same members, epochs and partitions.
+        assert members_of(before) == members_of(formed)
         for consumer in theirs:
             commit(consumer)
         ours.commit()
