@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -270,7 +271,7 @@ def test_a_deleted_range_follows_fail_on_data_loss(
     ]
 
 
-def test_local_cluster(written: tuple[str, str, list[Row]]) -> None:
+def test_local_cluster(written: tuple[str, str, list[Row]], tmp_path: Path) -> None:
     """Separate executor JVMs and Python workers read the same rows (nothing works only
     because everything shares one process)."""
     bootstrap, topic, produced = written
@@ -281,6 +282,7 @@ def test_local_cluster(written: tuple[str, str, list[Row]]) -> None:
         text=True,
         timeout=300,
         check=False,
+        env={**os.environ, "SPARK_LOCAL_DIRS": str(tmp_path)},  # its executors' scratch space
     )
     assert done.returncode == 0, done.stderr[-5000:]
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith(("[", "{"))]

@@ -85,7 +85,13 @@ def etl(
         "--master", "local[2]", "--value-format", "json", "--schema", str(schema),
         "--max-records-per-batch", str(BATCH), "--group", f"etl-{topic}", *extra,
     ]  # fmt: skip
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    env = {
+        **os.environ,
+        "PYSPARK_PYTHON": sys.executable,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        # Spark's scratch space beside the warehouse: a killed driver leaves it behind.
+        "SPARK_LOCAL_DIRS": str(warehouse.parent),
+    }
     log = (warehouse.parent / "etl.log").open("ab")
     # A session of its own: the kill takes the driver, its JVM and its Python workers.
     return subprocess.Popen(command, stdout=log, stderr=log, env=env, start_new_session=True)
