@@ -171,6 +171,23 @@ def kcat_env(*, new: bool) -> dict[str, str] | None:
     return env
 
 
+# What a user of a client should know, each held by a test (as Apache Kafka behaves too).
+KNOWN_BEHAVIOURS = """
+## Client behaviours to know
+
+- **KafkaJS: a new consumer can read nothing for a whole session timeout (30 s by default)
+  after one failed join.** An error while its consumer joins and syncs, other than a
+  rebalance (for example COORDINATOR_NOT_AVAILABLE, the answer to a SyncGroup whose group
+  write failed because `__consumer_offsets` was below `min.insync.replicas`), makes KafkaJS
+  restart the consumer under a new member id without leaving the group. The group then
+  waits for the old member until its session expires, as Apache Kafka's coordinator does.
+  Gregor's coordinator logs the write that failed, the member it waits for (`waiting up to
+  ... ms for 1 member(s) to rejoin: <id> (client ..., session timeout ... ms)`) and its
+  removal. A shorter `sessionTimeout` shortens the wait
+  (`tests/interop/test_kafkajs_restart.py`).
+"""
+
+
 def render(results: dict[tuple[str, str], list[tuple[str, str]]]) -> str:
     versions = client_versions()
     lines = [
@@ -210,6 +227,7 @@ def pytest_terminal_summary(
         "PASS: the cell's tests passed. N/A: the client cannot do it. XFAIL: Gregor cannot\n"
         "do it yet. FAIL: a bug. -: no test of the cell ran (none written yet, or deselected).\n\n"
         + table
+        + KNOWN_BEHAVIOURS
     )
 
 

@@ -9,6 +9,7 @@ nothing and waits are exact.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
@@ -787,6 +788,32 @@ async def test_failed_group_writes_fail_the_sync(
     assert result == SyncResult(sync_error)
     assert await parked.wait() == SyncResult(sync_error)
     assert h.state("g") is GroupState.PREPARING_REBALANCE
+
+
+async def test_a_member_abandoned_after_a_failed_sync_holds_the_group_until_its_session_ends(
+    h: Harness, autojump_clock: MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """KafkaJS's way (issue 10): its SyncGroup fails (a group write below min ISR), so it
+    starts again under a new member id without leaving. As in Kafka, the rebalance waits for
+    the old member until its session ends; the coordinator's log names the member it waits
+    for, so the stall of the new consumer is not silent."""
+    [first] = await h.join_all("g", [{"session_ms": 6000}])
+    h.topic.fail_next = [E.NOT_ENOUGH_REPLICAS]
+    with caplog.at_level(logging.INFO, logger="gregor.broker.coordinator.group"):
+        failed = await h.sync("g", first.member_id, 1, {first.member_id: b"x"})
+        assert failed == SyncResult(E.COORDINATOR_NOT_AVAILABLE)
+        started = trio.current_time()
+        restarted = await h.join("g", session_ms=6000)
+        assert trio.current_time() - started == pytest.approx(6.0)
+    assert (restarted.generation_id, [m.member_id for m in restarted.members]) == (
+        2,
+        [restarted.member_id],
+    )
+    waits = [r.getMessage() for r in caplog.records if "to rejoin" in r.getMessage()]
+    assert waits == [
+        f"group g: waiting up to {REBALANCE_MS} ms for 1 member(s) to rejoin: {first.member_id}"
+        " (client client at /127.0.0.1, session timeout 6000 ms)"
+    ]
 
 
 async def test_oversized_member_metadata(

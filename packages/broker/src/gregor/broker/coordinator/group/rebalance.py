@@ -143,6 +143,29 @@ class Rebalancer:
         group.join_timer = self.timers.call_later(delay_ms / 1000, self._on_join_timeout, group)
         if not initial:
             self.try_complete_join(group)
+            if group.join_timer is not None:
+                self._log_awaited(group, delay_ms)
+
+    @staticmethod
+    def _log_awaited(group: GroupMetadata, delay_ms: int) -> None:
+        """Name the members a rebalance waits for: one that never comes back (a client that
+        restarted under a new member id without leaving) holds the whole group until its
+        session expires, and this line says which it is."""
+        awaited = group.not_yet_rejoined_members()
+        shown = ", ".join(
+            f"{m.member_id} (client {m.client_id} at {m.client_host}, session timeout "
+            f"{m.session_timeout_ms} ms)"
+            for m in awaited[:5]
+        )
+        more = f" and {len(awaited) - 5} more" if len(awaited) > 5 else ""
+        log.info(
+            "group %s: waiting up to %d ms for %d member(s) to rejoin: %s%s",
+            group.group_id,
+            delay_ms,
+            len(awaited),
+            shown,
+            more,
+        )
 
     def try_complete_join(self, group: GroupMetadata) -> None:
         """Complete the rebalance's join phase if every member has joined."""
