@@ -71,13 +71,13 @@ def test_kafkajs_restarted_after_a_failed_sync_waits_for_its_abandoned_member(
     wait_for(lambda: len(offsets_partition().isr_nodes) == 2, 60, "the ISR to shrink to 2")
 
     mark = log_mark(coordinator)
+    live = ",".join(f"{b.host}:{b.port}" for b in cluster.brokers if b is not victim)
     consumer = subprocess.Popen(
-        ["node", str(HERE / "kafkajs_restart.js"), cluster.bootstrap_servers, topic, group,
-         str(RECORDS), "90000"],
+        ["node", str(HERE / "kafkajs_restart.js"), live, topic, group, str(RECORDS), "90000"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={**os.environ, "NODE_PATH": str(NODE_MODULES)},
-    )  # fmt: skip
+    )
     events: list[dict[str, Any]] = []
 
     def pump() -> None:
