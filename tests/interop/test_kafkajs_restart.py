@@ -36,7 +36,6 @@ from gregor_testing.matrix import NODE_MODULES
 
 HERE = Path(__file__).resolve().parent
 RECORDS = 5
-OFFSETS_PARTITIONS = 50  # offsets.topic.num.partitions
 
 pytestmark = pytest.mark.skipif(
     shutil.which("node") is None or not (NODE_MODULES / "kafkajs").is_dir(),
@@ -58,7 +57,9 @@ def test_kafkajs_restarted_after_a_failed_sync_waits_for_its_abandoned_member(
 
     group = unique_topic("g-js-restart")
     coordinator = faults.find_coordinator(cluster, group, faults.GROUP_KEY)
-    partition = partition_for(group, OFFSETS_PARTITIONS)
+    partition = partition_for(
+        group, len(partitions_of(cluster, "__consumer_offsets", coordinator.broker_id))
+    )
 
     def offsets_partition() -> Any:
         return partitions_of(cluster, "__consumer_offsets", coordinator.broker_id)[partition]
