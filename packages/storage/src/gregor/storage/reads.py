@@ -25,13 +25,27 @@ from gregor.storage.txn_index import AbortedTxn
 
 
 class PositionCache:
-    """Where the offsets a read is often bounded by (the HW, the LSO) start: a lookup each
-    time they move, not each fetch. Cleared when the segments change."""
+    """Where recent read bounds start: the HW and the LSO, a lookup each time they move
+    rather than each fetch, and the log end, where a follower's next fetch starts and a
+    consumer's once the HW has caught up (a fetch at the tail would otherwise scan the
+    batch headers since the last index entry). Cleared when the segments change; a
+    position taken from the log end is checked before it is used (`LogSegment.read`)."""
 
     __slots__ = ("_positions",)
 
+    SIZE = 16
+
     def __init__(self) -> None:
         self._positions: dict[int, tuple[LogSegment, int]] = {}
+
+    def get(self, offset: int) -> tuple[LogSegment, int] | None:
+        return self._positions.get(offset)
+
+    def remember(self, offset: int, segment: LogSegment, position: int) -> None:
+        positions = self._positions
+        if offset not in positions and len(positions) >= self.SIZE:
+            del positions[next(iter(positions))]  # the oldest
+        positions[offset] = (segment, position)
 
     def find(self, segments: SegmentList, offset: int) -> tuple[LogSegment, int]:
         """The segment and position where `offset` starts."""
@@ -41,9 +55,7 @@ class PositionCache:
         segment = segments.floor(offset) or segments.first
         found = segment.translate_offset(offset)
         result = (segment, found[0] if found is not None else segment.size)
-        if len(self._positions) > 8:
-            self._positions.clear()
-        self._positions[offset] = result
+        self.remember(offset, *result)
         return result
 
     def clear(self) -> None:
@@ -64,17 +76,20 @@ def read_range(
     whether the first batch alone was over `max_bytes` (so nothing came).
 
     OSError (FileNotFoundError, ValueError: a segment deleted meanwhile) go to the caller."""
-    if start_offset >= bound:
-        return None, EMPTY_SLICE, False
     if bound == log_end_offset:
         active = segments.active
         bound_segment, bound_position = active, active.size
+        positions.remember(bound, active, bound_position)
     else:
         bound_segment, bound_position = positions.find(segments, bound)
+    if start_offset >= bound:
+        return None, EMPTY_SLICE, False
+    remembered = positions.get(start_offset)
     segment = segments.floor(start_offset)
     while segment is not None and segment.base_offset <= bound_segment.base_offset:
         limit = bound_position if segment is bound_segment else segment.size
-        found = segment.read(start_offset, max_bytes, limit, min_one_batch)
+        known = remembered[1] if remembered is not None and remembered[0] is segment else None
+        found = segment.read(start_offset, max_bytes, limit, min_one_batch, known)
         if found is not None:
             records, _position, first_size = found
             incomplete = not min_one_batch and not records.length and first_size > max_bytes

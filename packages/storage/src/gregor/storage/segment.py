@@ -511,18 +511,35 @@ class LogSegment:
             next_offset = header.base_offset + header.last_offset_delta + 1
         return end, next_offset
 
+    def batch_starts_at(self, position: int, offset: int) -> bool:
+        """Whether a batch with base offset `offset` starts at `position`: one small read
+        checks a remembered position (`start_position` of `read`)."""
+        if not 0 <= position <= self._size - 12:
+            return False
+        head = self.file().pread(8, position)
+        return len(head) == 8 and int.from_bytes(head, "big") == offset
+
     def read(
-        self, start_offset: int, max_size: int, max_position: int | None, min_one_batch: bool
+        self,
+        start_offset: int,
+        max_size: int,
+        max_position: int | None,
+        min_one_batch: bool,
+        start_position: int | None = None,
     ) -> tuple[FileSlice, int, int] | None:
         """A slice of whole batches from the batch holding `start_offset`, or None past the end.
 
         Returns (slice, start position, size of the first batch, or -1 when it was not
         needed). The slice ends at `max_position` at most and holds at most `max_size` bytes,
         except that the first batch is whole even when larger, with `min_one_batch` (KIP-74).
+        `start_position`, where the caller remembers a batch of `start_offset` starting,
+        spares the index lookup and header scan when a batch does start there.
         """
         hint = self._read_hint
         first_size = -1
-        if hint is not None and hint[0] == start_offset and hint[1] < self._size:
+        if start_position is not None and self.batch_starts_at(start_position, start_offset):
+            position = start_position
+        elif hint is not None and hint[0] == start_offset and hint[1] < self._size:
             # A consumer reading on from where its last fetch ended: no lookup needed.
             position = hint[1]
         else:
