@@ -1,10 +1,13 @@
 """SocketServer: the broker's listeners and connections, on trio.
 
-Each connection has three tasks: a reader that splits the byte stream into request frames
-and reads ahead (a few frames, bounded); a processor that handles the frames one at a time,
-in arrival order, so a producer's batches reach the log in the order it sent them; and a
-writer that sends the answers in that same order, waiting where an answer is a `Later`
-(acks=all, a Fetch long poll) while the processor goes on with the next requests.
+Each connection has two tasks: a processor that reads the request frames and handles them
+one at a time, in arrival order, so a producer's batches reach the log in the order it sent
+them; and a writer that sends the answers in that same order, waiting where an answer is a
+`Later` (acks=all, a Fetch long poll) while the processor goes on with the next requests.
+An answer ready at once, with nothing queued before it, the processor sends itself: a
+request read, handled and answered in one turn of the task, which is most of them. The
+socket is read and written straight (`gregor.client.sockets`), going through trio's
+scheduler only to wait for it.
 
 What Kafka does with bad input, we do:
 - a size prefix above `socket.request.max.bytes`, a negative one, a header or body that does
@@ -19,12 +22,12 @@ send buffer is full.
 On an SSL or SASL_SSL listener the TLS handshake comes first, and responses are encrypted
 in user space: file regions are read (`os.pread`) and sent through the `SSLStream`, since
 sendfile cannot go through TLS. On a SASL listener, `gregor.broker.security.sasl` runs the
-authentication before the three tasks start. A PLAINTEXT connection does neither.
+authentication before the two tasks start. A PLAINTEXT connection does neither.
 
 A SASL session with a lifetime (`connections.max.reauth.ms`, KIP-368) is re-authenticated
-in place: a SaslHandshake reaching the processor runs the exchange there, taking its frames
-from the reader and queueing its answers behind those of earlier requests, so nothing in
-flight is lost. A request that arrives once the session has expired closes the connection
+in place: a SaslHandshake reaching the processor runs the exchange there, reading its
+frames and queueing its answers behind those of earlier requests, so nothing in flight is
+lost. A request that arrives once the session has expired closes the connection
 without an answer (and drops what is in flight), as Kafka's processor does; the client
 reconnects and authenticates afresh.
 
@@ -32,7 +35,7 @@ A client over one of its quotas (`gregor.broker.quotas`) gets its response at on
 `throttle_time_ms` set, and the connection is muted for that long: nothing more is read or
 handled from it until then, as Kafka mutes a throttled channel.
 
-An idle connection costs three sleeping tasks and a small buffer.
+An idle connection costs two sleeping tasks and a small buffer.
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ from gregor.broker.security.principal import distinguished_name
 from gregor.broker.security.sasl import SaslAuthenticator, Session
 from gregor.broker.services import Services
 from gregor.client.frames import FrameReceiver, StreamFrameReceiver
+from gregor.client.sockets import send_all
 from gregor.protocol.apis import REQUESTS, ApiKey, api_name
 from gregor.protocol.apis.api_versions import ApiVersionsResponse
 from gregor.protocol.errors import DecodeError, ErrorCode, InvalidConfigError, ProtocolError
@@ -81,7 +85,6 @@ from gregor.protocol.schema import Response
 
 log = logging.getLogger(__name__)
 
-READ_AHEAD = 4  # frames read beyond the one being processed
 IN_FLIGHT = 16  # answers handled but not yet sent (mostly Later ones waiting)
 COPY_PIECE = 256 * 1024  # TLS: log bytes read and encrypted this many at a time
 MIN_REAUTH_INTERVAL = 1.0  # Kafka's: a SaslHandshake sooner after the last one is refused
@@ -156,6 +159,7 @@ class Connection:
             stream.socket, server.config.socket_request_max_bytes
         )
         self.in_flight = 0  # requests read and not yet answered
+        self.queued = 0  # answers given to the writer and not yet sent
         # TLS and SASL (None on a PLAINTEXT listener), and who the peer proved to be.
         self.security = server.listener_security.get(endpoint.listener)
         self.principal = ANONYMOUS
@@ -172,16 +176,16 @@ class Connection:
         return f"{self.endpoint.listener}-{self.host}:{self.port}"
 
     async def run(self) -> None:
-        frames_in, frames_out = trio.open_memory_channel[bytes](READ_AHEAD)
         answers_in, answers_out = trio.open_memory_channel[_Answer](IN_FLIGHT)
         try:
             if self.security is not None and not await self._establish(self.security):
                 return
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._process, frames_out, answers_in, nursery.cancel_scope)
                 nursery.start_soon(self._send_answers, answers_out, nursery.cancel_scope)
-                await self._read(frames_in)
-                nursery.cancel_scope.cancel()  # the peer is gone, or we close: stop answering
+                async with answers_in:
+                    await self._process(answers_in)
+                if not self._close_when_answered:
+                    nursery.cancel_scope.cancel()  # the peer is gone, or we close: stop answering
         except Exception:
             # A bug must cost this connection only, never the broker.
             log.exception("connection %s failed", self)
@@ -257,10 +261,7 @@ class Connection:
         return True
 
     async def _reauthenticate(
-        self,
-        handshake: bytes,
-        frames: trio.MemoryReceiveChannel[bytes],
-        answers: trio.MemorySendChannel[_Answer],
+        self, handshake: bytes, answers: trio.MemorySendChannel[_Answer]
     ) -> bool:
         """KIP-368 on the live connection: the exchange's answers go behind those already
         queued. False when it failed (its answer queued) and the connection must close."""
@@ -271,15 +272,13 @@ class Connection:
         async def receive() -> bytes | None:
             if pending:
                 return pending.pop()
-            try:
-                frame = await frames.receive()
-            except trio.EndOfChannel:
-                return None
-            self.in_flight += 1  # the answer through send() counts it down again
+            frame = await self._receive_during_sasl()
+            if frame is not None:
+                self.in_flight += 1  # the answer through send() counts it down again
             return frame
 
         async def send(data: bytes) -> None:
-            await answers.send([data])
+            await self._queue(answers, [data])
 
         session = await SaslAuthenticator(
             security,
@@ -313,71 +312,69 @@ class Connection:
         assert isinstance(answer, list)
         return b"".join(c for c in answer if isinstance(c, bytes))
 
-    # -- reading ---------------------------------------------------------------------------
+    # -- reading and processing -------------------------------------------------------------
 
-    async def _read(self, send: trio.MemorySendChannel[bytes]) -> None:
+    async def _receive(self) -> bytes | None:
+        """The next request frame; None when the connection is to close (the peer went,
+        sent a bad size, or stayed idle for connections.max.idle.ms)."""
         idle = self.server.config.connections_max_idle_ms / 1000
         frames = self.frames
-        async with send:
-            while True:
-                try:
-                    await self._unmuted()
-                    if not frames.buffered():
-                        # Idle means: nothing to read and nothing being answered. The timeout
-                        # only ever interrupts this wait, never a frame half read.
-                        with trio.move_on_after(idle if idle > 0 else math.inf) as scope:
-                            await frames.wait_readable()
-                        if scope.cancelled_caught:
-                            if self.in_flight:
-                                continue
-                            log.debug("closing idle connection %s", self)
-                            return
-                    frame = await frames.receive()
-                except ProtocolError as exc:  # size prefix too large or negative, EOF
-                    log.warning("closing connection %s: %s", self, exc)
-                    return
-                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                    log.debug("connection %s broke: %s", self, exc)
-                    return
-                if frame is None:
-                    return
-                try:
-                    await send.send(frame)
-                except trio.BrokenResourceError:
-                    return  # the processor stopped (and logged why)
-
-    # -- processing ------------------------------------------------------------------------
-
-    async def _process(
-        self,
-        frames: trio.MemoryReceiveChannel[bytes],
-        answers: trio.MemorySendChannel[_Answer],
-        scope: trio.CancelScope,
-    ) -> None:
-        try:
-            async with frames, answers:
-                async for frame in frames:
-                    self.in_flight += 1
-                    await self._unmuted()
-                    if self.session_expires != math.inf:
-                        if self._may_reauthenticate(frame):
-                            if not await self._reauthenticate(frame, frames, answers):
-                                self._close_when_answered = True  # the failure is queued
-                                return
+        while True:
+            try:
+                await self._unmuted()
+                if not frames.buffered():
+                    # Idle means: nothing to read and nothing being answered. The timeout
+                    # only ever interrupts this wait, never a frame half read.
+                    with trio.move_on_after(idle if idle > 0 else math.inf) as scope:
+                        await frames.wait_readable()
+                    if scope.cancelled_caught:
+                        if self.in_flight:
                             continue
-                        if trio.current_time() >= self.session_expires:
-                            raise CloseConnection(
-                                f"its SASL session expired ({self.principal}, "
-                                "connections.max.reauth.ms) and it did not re-authenticate"
-                            )
-                    answer = await self._answer(frame)
-                    if answer is None:
-                        self.in_flight -= 1
-                    else:
-                        await answers.send(answer)
+                        log.debug("closing idle connection %s", self)
+                        return None
+                return await frames.receive()
+            except ProtocolError as exc:  # size prefix too large or negative, EOF
+                log.warning("closing connection %s: %s", self, exc)
+                return None
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                log.debug("connection %s broke: %s", self, exc)
+                return None
+
+    async def _process(self, answers: trio.MemorySendChannel[_Answer]) -> None:
+        """Read and handle the requests in order until the connection is to close."""
+        try:
+            while (frame := await self._receive()) is not None:
+                self.in_flight += 1
+                if self.session_expires != math.inf:
+                    if self._may_reauthenticate(frame):
+                        if not await self._reauthenticate(frame, answers):
+                            self._close_when_answered = True  # the failure is queued
+                            return
+                        continue
+                    if trio.current_time() >= self.session_expires:
+                        raise CloseConnection(
+                            f"its SASL session expired ({self.principal}, "
+                            "connections.max.reauth.ms) and it did not re-authenticate"
+                        )
+                answer = await self._answer(frame)
+                if answer is None:
+                    self.in_flight -= 1
+                elif self.queued or isinstance(answer, _Waiting):
+                    await self._queue(answers, answer)
+                else:
+                    try:
+                        await self._write(answer)
+                    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                        log.debug("connection %s broke while answering: %s", self, exc)
+                        return
+                    self.in_flight -= 1
         except CloseConnection as exc:
             log.warning("closing connection %s: %s", self, exc)
-            scope.cancel()
+
+    async def _queue(self, answers: trio.MemorySendChannel[_Answer], answer: _Answer) -> None:
+        """Behind the answers the writer has yet to send."""
+        self.queued += 1
+        await answers.send(answer)
 
     async def _send_answers(
         self, answers: trio.MemoryReceiveChannel[_Answer], scope: trio.CancelScope
@@ -391,6 +388,7 @@ class Connection:
                         chunks = answer
                     if chunks is not None:
                         await self._write(chunks)
+                    self.queued -= 1
                     self.in_flight -= 1
             if self._close_when_answered:  # a failed re-authentication, its answer sent
                 scope.cancel()
@@ -497,18 +495,19 @@ class Connection:
 
 async def send_chunks(stream: trio.SocketStream, chunks: Chunks) -> None:
     """Send an encoded response: runs of bytes joined, file regions with `os.sendfile`."""
+    sock = stream.socket
     pending = b""
     for chunk in chunks:
         if isinstance(chunk, bytes):
             pending += chunk
             continue
         if pending:
-            await stream.send_all(pending)
+            await send_all(sock, pending)
             pending = b""
         if len(chunk):
-            await _sendfile(stream, chunk)
+            await _sendfile(sock, chunk)
     if pending:
-        await stream.send_all(pending)
+        await send_all(sock, pending)
 
 
 async def send_chunks_copying(stream: trio.abc.SendStream, chunks: Chunks) -> None:
@@ -534,8 +533,7 @@ async def send_chunks_copying(stream: trio.abc.SendStream, chunks: Chunks) -> No
         await stream.send_all(pending)
 
 
-async def _sendfile(stream: trio.SocketStream, region: FileRegion) -> None:
-    sock = stream.socket
+async def _sendfile(sock: trio.socket.SocketType, region: FileRegion) -> None:
     out = sock.fileno()
     source = region.fileno()
     offset, remaining = region.position, len(region)
@@ -555,7 +553,6 @@ async def _sendfile(stream: trio.SocketStream, region: FileRegion) -> None:
             raise CloseConnection(f"log file ended {remaining} bytes short of a fetch")
         offset += sent
         remaining -= sent
-        await trio.lowlevel.checkpoint()
 
 
 class SocketServer:

@@ -40,6 +40,7 @@ from gregor.client.security import (
     SslAuthenticationError,
     sasl_client,
 )
+from gregor.client.sockets import send_all
 from gregor.protocol.apis import api_name
 from gregor.protocol.apis.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from gregor.protocol.apis.sasl_authenticate import (
@@ -356,7 +357,10 @@ class BrokerConnection:
                 self._pending.append(pending)
             self.last_used = trio.current_time()
             try:
-                await self._stream.send_all(frame)
+                if isinstance(self._stream, trio.SocketStream):
+                    await send_all(self._stream.socket, frame)
+                else:
+                    await self._stream.send_all(frame)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                 error = NetworkError(f"sending to {self.host}:{self.port} failed: {exc}")
                 self._close(error)

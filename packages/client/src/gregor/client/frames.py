@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import trio
 
+from gregor.client.sockets import recv_into
 from gregor.protocol.errors import DecodeError, FrameTooLargeError
 from gregor.protocol.framing import FrameReader
 
 SMALL = 64 * 1024  # frames up to this size are read ahead in one buffer
+# The socket is read without trio's checkpoints (`gregor.client.sockets`): a peer that keeps
+# the buffer full must still let the other tasks run, once every this many frames.
+FRAMES_PER_CHECKPOINT = 16
 
 
 class FrameReceiver:
@@ -24,12 +28,14 @@ class FrameReceiver:
         self._buf = bytearray(SMALL)
         self._start = 0  # buffered bytes are _buf[_start:_end]
         self._end = 0
+        self._unyielded = 0  # frames received since the last checkpoint
 
     def buffered(self) -> int:
         return self._end - self._start
 
     async def wait_readable(self) -> None:
         await trio.lowlevel.wait_readable(self.sock)
+        self._unyielded = 0
 
     async def _fill(self, wanted: int) -> bool:
         """Read until `wanted` bytes are buffered; False on end of stream."""
@@ -39,7 +45,7 @@ class FrameReceiver:
             self._start, self._end = 0, len(remaining)
         view = memoryview(self._buf)
         while self._end - self._start < wanted:
-            got = await self.sock.recv_into(view[self._end :])
+            got = await recv_into(self.sock, view[self._end :])
             if not got:
                 return False
             self._end += got
@@ -51,6 +57,10 @@ class FrameReceiver:
         Raises FrameTooLargeError for a size above the limit, DecodeError for a negative
         size or a stream that ends inside a frame.
         """
+        self._unyielded += 1
+        if self._unyielded >= FRAMES_PER_CHECKPOINT:
+            self._unyielded = 0
+            await trio.lowlevel.checkpoint()
         if not await self._fill(4):
             if self.buffered():
                 raise DecodeError(
@@ -77,7 +87,7 @@ class FrameReceiver:
         self._start = self._end = 0
         view = memoryview(frame_buf)
         while have < size:
-            got = await self.sock.recv_into(view[have:])
+            got = await recv_into(self.sock, view[have:])
             if not got:
                 raise DecodeError(f"the stream ended inside a frame of {size} bytes")
             have += got
