@@ -11,7 +11,7 @@ The state machine is Kafka's (SaslServerAuthenticator):
   can carry it);
 - a failed authentication is answered SASL_AUTHENTICATION_FAILED with Kafka's message
   (v1; v0 has no way to say it), after `connection.failed.authentication.delay.ms`, and the
-  connection closes.
+  connection closes once the client has closed its side (or a second has passed).
 
 Until authentication completes, frames above `sasl.server.max.receive.size` close the
 connection. PLAIN checks the listener's JAAS users; SCRAM the credentials in ZooKeeper
@@ -198,6 +198,8 @@ def _scram_user(client_first: str) -> str:
     raise scramp.ScramException("the client-first message names no user")
 
 
+FAILURE_LINGER = 1.0  # seconds a failed authentication's connection waits for the client
+
 Send = Callable[[bytes], Awaitable[None]]
 Receive = Callable[[], Awaitable[bytes | None]]
 # Answers an ApiVersions frame as the broker always does (the network layer's own path).
@@ -263,7 +265,18 @@ class SaslAuthenticator:
             await trio.sleep(self.security.failed_authentication_delay_s)
             if failed.answer is not None:
                 await self.send(failed.answer)
+                if self.previous is None:
+                    await self._linger()
             return None
+
+    async def _linger(self) -> None:
+        """Let the client read the failure before the connection closes, until it closes
+        (what it sends is dropped) or FAILURE_LINGER seconds pass. A close right behind the
+        answer can reach the client in the same read, and some drop the answer then
+        (kafka-python 3.0 reports only the lost connection)."""
+        with trio.move_on_after(FAILURE_LINGER):
+            while await self.receive() is not None:
+                pass
 
     async def _handshake(self, frame: bytes) -> None:
         try:
