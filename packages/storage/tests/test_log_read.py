@@ -212,3 +212,38 @@ def test_the_open_files_limit_is_raised_to_the_hard_one() -> None:
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
         OPEN_SEGMENTS.limit = limit
+
+
+def test_reads_at_the_log_end_find_their_batch_without_a_scan(
+    open_test_log: LogOpener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A follower's fetch starts where the log ended at its last one: the read remembers
+    that position, and the next read from there neither scans nor goes wrong when the log
+    changed under the remembered position (truncated, then appended with other batches)."""
+    log = open_test_log(index_interval_bytes=10**6)  # one index entry: a scan would be long
+    _fill(log, 20, 1)
+    assert len(log.read(20, 10**6, FetchIsolation.LOG_END).records) == 0  # parked at the end
+    log.append_as_leader(make_batch([b"n" * 50]), leader_epoch=0)
+    log.append_as_leader(make_batch([b"m" * 50]), leader_epoch=0)
+    segment = log.segments.active
+    scans: list[int] = []
+    real = type(segment).translate_offset
+    monkeypatch.setattr(
+        type(segment),
+        "translate_offset",
+        lambda self, offset, start=0: scans.append(offset) or real(self, offset, start),
+    )
+    info = log.read(20, 10**6, FetchIsolation.LOG_END)
+    assert _offsets(info.records.read()) == [(20, 20), (21, 21)]
+    assert not scans
+    # The log ends at 22 now; truncated to 21 and appended with a batch of two records, a
+    # batch of offset 22 no longer starts where offset 22 was remembered: the read looks.
+    log.read(22, 10**6, FetchIsolation.LOG_END)
+    log.truncate_to(21)
+    log.append_as_leader(make_batch([b"x" * 50, b"y" * 50]), leader_epoch=1)
+    log.append_as_leader(make_batch([b"z" * 50]), leader_epoch=1)
+    assert _offsets(log.read(22, 10**6, FetchIsolation.LOG_END).records.read()) == [
+        (21, 22),
+        (23, 23),
+    ]
+    assert scans == [21, 22]
