@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any, cast
+
 import pytest
 
 from gregor.broker.fetch_sessions import (
@@ -13,9 +16,11 @@ from gregor.broker.fetch_sessions import (
     SessionErrorContext,
     next_epoch,
 )
-from gregor.broker.replica_manager import FetchPartition
+from gregor.broker.partition import FollowerState, Partition
+from gregor.broker.replica_manager import FetchParams, FetchPartition
 from gregor.protocol.apis.fetch import EpochEndOffset, PartitionData
 from gregor.protocol.errors import ErrorCode
+from gregor.storage.results import FetchIsolation
 
 
 class Clock:
@@ -118,6 +123,69 @@ def test_errors_diverging_epochs_and_lso_changes_are_always_sent() -> None:
     assert len(context.finish([(a0, diverging)])[2]) == 1
     context = cache.new_context(12, session_id, 5, [], [], True)
     assert len(context.finish([(a0, data(0, lso=4))])[2]) == 1
+
+
+def test_a_followers_session_reads_its_quiet_partitions_every_refresh() -> None:
+    """A follower's incremental fetches skip quiet partitions (the context's test), except
+    one fetch per refresh interval, which reads them all so the leader sees the follower
+    caught up on them; a consumer's never need it."""
+    clock = Clock()
+    cache = FetchSessionCache(10, clock=clock, refresh_ms=1_000)
+    follower = open_session(cache, [ask("a", 0)], follower=True)
+    consumer = open_session(cache, [ask("a", 0)])
+    tested = []
+    for epoch, step in enumerate([0, 400, 599, 1, 999, 1], start=1):
+        clock.now += step
+        context = cache.new_context(12, follower, epoch, [], [], True)
+        tested.append(context.quiet is not None)
+        assert cache.new_context(12, consumer, epoch, [], [], False).quiet is not None
+    assert tested == [True, True, True, False, True, False]
+
+
+class Host:
+    broker_id = 0
+
+
+def led_partition(follower_end: int, follower_start: int = 0) -> Partition:
+    """a-0, led here in epoch 3, its log ending at 10 (all of it committed); follower 1 as
+    the leader last recorded it."""
+    p = Partition(cast(Any, Host()), "a", 0)
+    p.log = cast(
+        Any,
+        SimpleNamespace(
+            log_end_offset=10,
+            high_watermark=10,
+            last_stable_offset=10,
+            log_start_offset=0,
+            offline=False,
+        ),
+    )
+    p.leader_id, p.leader_epoch = 0, 3
+    p.followers[1] = FollowerState(1, log_end_offset=follower_end, log_start_offset=follower_start)
+    return p
+
+
+def test_quiet_means_nothing_to_read_tell_or_record() -> None:
+    """A partition is set aside only when its fetcher is at its end, was told its offsets,
+    and (a follower) the leader has recorded that position: a follower's first fetch at the
+    new log end after an append is what moves the high watermark."""
+    cache = FetchSessionCache(10)
+    at_end = FetchPartition("a", 0, 10, 1 << 20, 0, 3)
+    for follower in (True, False):
+        session_id = open_session(cache, [at_end], follower)
+        context = cache.new_context(12, session_id, 1, [], [], follower)
+        context.finish([(at_end, data(0, hw=10, lso=10))])  # told the offsets
+        quiet = cache.new_context(12, session_id, 2, [], [], follower).quiet
+        assert quiet is not None
+        replica_id = 1 if follower else -1
+        params = FetchParams(replica_id, 500, 1, 1 << 20, FetchIsolation.HIGH_WATERMARK)
+        assert quiet(params, at_end, led_partition(10))
+        assert not quiet(params, FetchPartition("a", 0, 9, 1 << 20, 0, 3), led_partition(10))
+        assert not quiet(params, FetchPartition("a", 0, 10, 1 << 20, 0, 4), led_partition(10))
+        assert not quiet(params, at_end, None)
+        # Positions the leader has not recorded yet: its end, its log start.
+        assert quiet(params, at_end, led_partition(8)) is not follower
+        assert quiet(params, at_end, led_partition(10, follower_start=2)) is not follower
 
 
 def test_session_errors() -> None:

@@ -41,6 +41,9 @@ INVALID_SESSION_ID = 0  # no session
 INITIAL_EPOCH = 0  # a full request that creates a session
 FINAL_EPOCH = -1  # a full request that creates none
 EVICTION_MS = 120_000  # Kafka's min.incremental.fetch.session.eviction.ms (not configurable)
+# A follower's fetch skips its quiet partitions, so the leader does not see it caught up
+# on them; every REFRESH_MS one fetch reads them all (at most replica.lag.time.max.ms / 4).
+REFRESH_MS = 1_000
 INT32_MAX = 2**31 - 1
 
 
@@ -93,6 +96,7 @@ class FetchSession:
         "last_used_ms",
         "partitions",
         "privileged",
+        "refreshed_ms",
         "uses_topic_ids",
     )
 
@@ -104,6 +108,7 @@ class FetchSession:
         self.uses_topic_ids = uses_topic_ids
         self.creation_ms = now
         self.last_used_ms = now
+        self.refreshed_ms = now  # a follower's: when every partition was last read
         self.epoch = epoch  # the epoch the next incremental request must carry
         self.partitions: dict[Key, CachedPartition] = {}
 
@@ -142,7 +147,7 @@ class FetchContext:
         self.partitions = partitions
 
     @property
-    def quiet(self) -> Callable[[FetchParams, FetchPartition, Partition], bool] | None:
+    def quiet(self) -> Callable[[FetchParams, FetchPartition, Partition | None], bool] | None:
         return None
 
     def finish(self, entries: Entries, always: Collection[Key] = ()) -> tuple[int, int, Entries]:
@@ -193,39 +198,62 @@ class FullFetchContext(FetchContext):
 
 
 class IncrementalFetchContext(FetchContext):
-    __slots__ = ("expected_epoch", "session")
+    __slots__ = ("expected_epoch", "refresh", "session")
 
-    def __init__(self, session: FetchSession) -> None:
+    def __init__(self, session: FetchSession, refresh: bool = False) -> None:
         super().__init__(session.requests())
         self.session = session
         self.expected_epoch = session.epoch
+        self.refresh = refresh
 
     @property
-    def quiet(self) -> Callable[[FetchParams, FetchPartition, Partition], bool] | None:
-        return self._quiet
+    def quiet(self) -> Callable[[FetchParams, FetchPartition, Partition | None], bool] | None:
+        # A refresh reads every partition: the leader records a follower caught up on the
+        # quiet ones too, which keeps it in their ISR once a write comes.
+        return None if self.refresh else self._quiet
 
-    def _quiet(self, params: FetchParams, request: FetchPartition, partition: Partition) -> bool:
+    def _quiet(
+        self, params: FetchParams, request: FetchPartition, partition: Partition | None
+    ) -> bool:
         """Nothing new for the fetcher: it asked for the partition's end (the log end for a
-        follower, else the HW or LSO) in the leader epoch it knows, and was last told the
-        HW, LSO and log start there are now. Such a partition, most of a follower's in a
-        steady state, is then neither read nor answered: a round costs what moved."""
-        cached = self.session.partitions.get((request.topic, request.partition))
+        follower, which the leader has recorded, else the HW or LSO) in the leader epoch it
+        knows, and was last told the HW, LSO and log start there are now. Such a partition,
+        most of a follower's in a steady state, is then neither read nor answered: a round
+        costs what moved. The cheapest tests go first: this runs for every partition of
+        the session on each fetch."""
+        if partition is None:
+            return False
         local = partition.log
-        if cached is None or local is None or local.offline:
+        if local is None or local.offline:
             return False
-        if params.fetch_only_from_leader and not partition.is_leader:
-            return False
+        offset = request.fetch_offset
+        if params.replica_id >= 0:  # a follower
+            if offset != local.log_end_offset or partition.leader_id != partition.local_id:
+                return False
+            # And the leader knows where the follower is: a position it reports for the
+            # first time (its fetch after an append) moves the high watermark.
+            follower = partition.followers.get(params.replica_id)
+            if (
+                follower is None
+                or follower.log_end_offset != offset
+                or follower.log_start_offset != request.log_start_offset
+            ):
+                return False
+        else:
+            if params.isolation is FetchIsolation.TXN_COMMITTED:
+                if offset != local.last_stable_offset:
+                    return False
+            elif offset != local.high_watermark:
+                return False
+            if params.client_rack is None and not partition.is_leader:
+                return False
         if 0 <= request.current_leader_epoch != partition.leader_epoch:
             return False
-        hw, lso = local.high_watermark, local.last_stable_offset
-        if params.from_follower:
-            end = local.log_end_offset
-        else:
-            end = lso if params.isolation is FetchIsolation.TXN_COMMITTED else hw
+        cached = self.session.partitions.get((request.topic, request.partition))
         return (
-            request.fetch_offset == end
-            and cached.high_watermark == hw
-            and cached.last_stable_offset == lso
+            cached is not None
+            and cached.high_watermark == local.high_watermark
+            and cached.last_stable_offset == local.last_stable_offset
             and cached.log_start_offset == local.log_start_offset
         )
 
@@ -257,10 +285,13 @@ class FetchSessionCache:
         max_entries: int,
         eviction_ms: int = EVICTION_MS,
         clock: Callable[[], int] = _now_ms,
+        refresh_ms: int = REFRESH_MS,
     ) -> None:
         self.max_entries = max_entries
         self.eviction_ms = eviction_ms
         self.clock = clock
+        # How often a follower's incremental fetch reads its quiet partitions as well.
+        self.refresh_ms = refresh_ms
         self.sessions: dict[int, FetchSession] = {}
         self.evictions = 0
 
@@ -301,12 +332,16 @@ class FetchSessionCache:
         if not session.partitions:
             del self.sessions[session.id]  # nothing left to fetch: the session ends
             return FetchContext(wanted)
-        self.touch(session)
+        now = self.touch(session)
         session.epoch = next_epoch(session.epoch)
-        return IncrementalFetchContext(session)
+        refresh = session.privileged and now - session.refreshed_ms >= self.refresh_ms
+        if refresh:
+            session.refreshed_ms = now
+        return IncrementalFetchContext(session, refresh)
 
-    def touch(self, session: FetchSession) -> None:
-        session.last_used_ms = self.clock()
+    def touch(self, session: FetchSession) -> int:
+        session.last_used_ms = now = self.clock()
+        return now
 
     def maybe_create(
         self, privileged: bool, uses_topic_ids: bool, size: int

@@ -132,8 +132,8 @@ class FetchParams:
     isolation: FetchIsolation
     hard_max_bytes_limit: bool = False  # Fetch v0-v2: no partial first batch beyond limits
     # An incremental fetch session's test: the partition has nothing new for this fetcher
-    # (nothing to read, nothing it was not told): it is neither read nor answered (QUIET).
-    quiet: Callable[[FetchParams, FetchPartition, Partition], bool] | None = None
+    # (nothing to read, nothing it was not told): it is neither read nor answered.
+    quiet: Callable[[FetchParams, FetchPartition, Partition | None], bool] | None = None
     # A consumer's Fetch v11+ (KIP-392): its rack ("" if none) and the listener it came on.
     # It may read from a follower, and the leader may name it a preferred read replica.
     client_rack: str | None = None
@@ -172,8 +172,8 @@ class FetchResult:
         return 0 if info is None else info.records.length
 
 
-# The result of a partition a fetch session's `quiet` test passed: not read, not answered.
-QUIET = FetchResult(ErrorCode.NONE)
+# What a fetch read: the partitions not quiet, in order, and their results.
+Fetched = tuple[list[FetchPartition], list[FetchResult]]
 
 
 class ReplicaManager:
@@ -564,8 +564,6 @@ class ReplicaManager:
             preferred = self._preferred_read_replica(params, request, partition)
             if preferred is not None:
                 return preferred
-            if params.quiet is not None and params.quiet(params, request, partition):
-                return QUIET
             read = partition.read(
                 request.fetch_offset,
                 max_bytes,
@@ -617,65 +615,78 @@ class ReplicaManager:
         """What a follower's fetch says about its log: its LEO is the offset it asked for."""
         for request, result in zip(requests, results, strict=True):
             read = result.read
-            if result is QUIET:
-                leader_end = request.fetch_offset  # quiet: the follower asked for our end
-            elif result.error != ErrorCode.NONE or read is None or read.diverging_epoch:
+            if result.error != ErrorCode.NONE or read is None or read.diverging_epoch:
                 continue
-            else:
-                leader_end = read.log_end_offset
             partition = self.partitions.get((request.topic, request.partition))
             if partition is not None:
                 partition.update_follower_fetch_state(
-                    replica_id, request.fetch_offset, request.log_start_offset, leader_end
+                    replica_id, request.fetch_offset, request.log_start_offset, read.log_end_offset
                 )
 
-    async def fetch(
-        self, params: FetchParams, requests: Sequence[FetchPartition]
-    ) -> list[FetchResult]:
+    async def fetch(self, params: FetchParams, requests: Sequence[FetchPartition]) -> Fetched:
         """Read now; if there is less than `min_bytes` and no error, wait (long poll)."""
-        results = self.fetch_now(params, requests)
-        if results is None:
+        fetched = self.fetch_now(params, requests)
+        if fetched is None:
             return await self.fetch_later(params, requests)
-        return results
+        return fetched
 
-    def fetch_now(
+    def audible(
         self, params: FetchParams, requests: Sequence[FetchPartition]
-    ) -> list[FetchResult] | None:
-        """The fetch's results if it can be answered at once, else None (`fetch_later`).
+    ) -> list[FetchPartition]:
+        """The partitions a fetch reads: those its session's `quiet` test does not pass. A
+        quiet partition costs one test, so a follower's round over a session of many
+        partitions costs what moved in them, not their number."""
+        quiet = params.quiet
+        if quiet is None or (params.client_rack and self.replica_selector is not None):
+            return list(requests)  # a consumer may be sent to a follower, quiet or not
+        partitions = self.partitions
+        return [r for r in requests if not quiet(params, r, partitions.get((r.topic, r.partition)))]
 
-        A follower's fetch records its position here, once per request, as Kafka does.
+    def fetch_now(self, params: FetchParams, requests: Sequence[FetchPartition]) -> Fetched | None:
+        """What the fetch reads and its results if it can be answered at once, else None
+        (`fetch_later`).
+
+        A follower's fetch records its position here, once per request, as Kafka does. Its
+        quiet partitions' positions (at the log end, so caught up) are recorded when its
+        session's context turns the quiet test off, every few seconds.
         """
+        wanted = self.audible(params, requests)
         if params.from_follower:
-            for request in requests:
+            for request in wanted:
                 partition = self.partitions.get((request.topic, request.partition))
                 if partition is not None and partition.is_leader:
                     partition.follower_or_error(params.replica_id, request.current_leader_epoch)
-        results = self.read(params, requests)
+        results = self.read(params, wanted)
         if params.from_follower:
-            self.record_follower_fetches(params.replica_id, requests, results)
-        return results if self._respond_now(params, requests, results) else None
+            self.record_follower_fetches(params.replica_id, wanted, results)
+        if self._respond_now(params, requests, results):
+            return wanted, results
+        return None
 
-    async def fetch_later(
-        self, params: FetchParams, requests: Sequence[FetchPartition]
-    ) -> list[FetchResult]:
+    async def fetch_later(self, params: FetchParams, requests: Sequence[FetchPartition]) -> Fetched:
         """Wait until there is `min_bytes` to read (or an error, or `max_wait_ms`)."""
+        wanted: list[FetchPartition] = []
         latest: list[FetchResult] = []
 
         def check() -> bool:
-            nonlocal latest
+            nonlocal wanted, latest
             if self.shutting_down:
                 # Not ours to answer any more: the fetcher asks the next leader.
-                latest = [FetchResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)] * len(requests)
+                wanted = list(requests)
+                latest = [FetchResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)] * len(wanted)
                 return True
-            if self._nothing_new(params, requests):
+            if self._nothing_new(params, requests):  # the cheaper test first
                 return False
-            latest = self.read(params, requests)
+            wanted = self.audible(params, requests)
+            latest = self.read(params, wanted)
             return self._respond_now(params, requests, latest)
 
         keys = [(r.topic, r.partition) for r in requests]
         if not await self.fetch_purgatory.wait(keys, check, params.max_wait_ms / 1000):
-            latest = self.read(params, requests)  # max_wait passed: what there is now
-        return latest
+            # max_wait passed: what there is now.
+            wanted = self.audible(params, requests)
+            latest = self.read(params, wanted)
+        return wanted, latest
 
     def _nothing_new(self, params: FetchParams, requests: Sequence[FetchPartition]) -> bool:
         """A parked fetch woken up with nothing to read yet: every partition still leads

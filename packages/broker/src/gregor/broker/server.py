@@ -49,7 +49,7 @@ from gregor.broker.coordinator.transaction import (
     TransactionStateManager,
     TxnMarkerChannel,
 )
-from gregor.broker.fetch_sessions import FetchSessionCache
+from gregor.broker.fetch_sessions import REFRESH_MS, FetchSessionCache
 from gregor.broker.local_logs import LocalLogs
 from gregor.broker.metadata_cache import MetadataCache
 from gregor.broker.metrics import Metrics
@@ -133,7 +133,10 @@ class Broker:
             metadata_cache=self.metadata_cache,
             local_logs=self.local_logs,
             replica_manager=self.replica_manager,
-            fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots),
+            fetch_sessions=FetchSessionCache(
+                config.max_incremental_fetch_session_cache_slots,
+                refresh_ms=min(REFRESH_MS, config.replica_lag_time_max_ms // 4),
+            ),
             group_coordinator=self.group_coordinator,
             transaction_coordinator=self.transaction_coordinator,
             txn_verifier=self.txn_verifier,

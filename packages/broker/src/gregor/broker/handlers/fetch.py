@@ -13,7 +13,7 @@ from __future__ import annotations
 from gregor.broker.apis import Later, RequestContext, handles
 from gregor.broker.authorization import AclOperation, ResourceType
 from gregor.broker.fetch_sessions import FetchContext
-from gregor.broker.replica_manager import QUIET, FetchParams, FetchPartition, FetchResult
+from gregor.broker.replica_manager import FetchParams, FetchPartition, FetchResult
 from gregor.protocol.apis import ApiKey
 from gregor.protocol.apis.fetch import (
     AbortedTransaction,
@@ -90,15 +90,15 @@ async def fetch(ctx: RequestContext, request: FetchRequest, version: int) -> Fet
     if denied:
         wanted = [w for w in wanted if w.topic not in denied]
     manager = ctx.services.replica_manager
-    results = manager.fetch_now(params, wanted) if wanted else []
-    if results is None:
+    fetched = manager.fetch_now(params, wanted) if wanted else ([], [])
+    if fetched is None:
         # A long poll: the connection's next requests are handled meanwhile.
         async def waited() -> FetchResponse:
             later = await manager.fetch_later(params, wanted)
-            return _response(ctx, context, wanted, later, refused, version, request.replica_id)
+            return _response(ctx, context, *later, refused, version, request.replica_id)
 
         return Later(waited)
-    return _response(ctx, context, wanted, results, refused, version, request.replica_id)
+    return _response(ctx, context, *fetched, refused, version, request.replica_id)
 
 
 def _response(
@@ -114,7 +114,6 @@ def _response(
     entries = [
         (asked, _partition_data(ctx, asked, result, version, from_follower))
         for asked, result in zip(wanted, results, strict=True)
-        if result is not QUIET
     ]
     entries += [(asked, _error(asked, ErrorCode.TOPIC_AUTHORIZATION_FAILED)) for asked in refused]
     held_back = [
