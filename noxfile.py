@@ -114,7 +114,13 @@ def install_suite(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """Every package's unit tests, then the cross-package suites in tests/."""
     install_suite(session)
-    pytest(session, *[f"packages/{name}/tests" for name in PACKAGES], "tests")
+    # The slowest tests are listed, so a CI log tells what to move to a long session.
+    pytest(
+        session,
+        *[f"packages/{name}/tests" for name in PACKAGES],
+        "tests",
+        options=("--durations=40",),
+    )
 
 
 @nox.session
