@@ -648,7 +648,7 @@ class ReplicaManager:
 
         A follower's fetch records its position here, once per request, as Kafka does. Its
         quiet partitions' positions (at the log end, so caught up) are recorded when its
-        session's context turns the quiet test off, every few seconds.
+        session's context turns the quiet test off, once a second.
         """
         wanted = self.audible(params, requests)
         if params.from_follower:
