@@ -623,13 +623,6 @@ class ReplicaManager:
                     replica_id, request.fetch_offset, request.log_start_offset, read.log_end_offset
                 )
 
-    async def fetch(self, params: FetchParams, requests: Sequence[FetchPartition]) -> Fetched:
-        """Read now; if there is less than `min_bytes` and no error, wait (long poll)."""
-        fetched = self.fetch_now(params, requests)
-        if fetched is None:
-            return await self.fetch_later(params, requests)
-        return fetched
-
     def audible(
         self, params: FetchParams, requests: Sequence[FetchPartition]
     ) -> list[FetchPartition]:
@@ -641,6 +634,10 @@ class ReplicaManager:
             return list(requests)  # a consumer may be sent to a follower, quiet or not
         partitions = self.partitions
         return [r for r in requests if not quiet(params, r, partitions.get((r.topic, r.partition)))]
+
+    def _read_audible(self, params: FetchParams, requests: Sequence[FetchPartition]) -> Fetched:
+        wanted = self.audible(params, requests)
+        return wanted, self.read(params, wanted)
 
     def fetch_now(self, params: FetchParams, requests: Sequence[FetchPartition]) -> Fetched | None:
         """What the fetch reads and its results if it can be answered at once, else None
@@ -677,15 +674,12 @@ class ReplicaManager:
                 return True
             if self._nothing_new(params, requests):  # the cheaper test first
                 return False
-            wanted = self.audible(params, requests)
-            latest = self.read(params, wanted)
+            wanted, latest = self._read_audible(params, requests)
             return self._respond_now(params, requests, latest)
 
         keys = [(r.topic, r.partition) for r in requests]
         if not await self.fetch_purgatory.wait(keys, check, params.max_wait_ms / 1000):
-            # max_wait passed: what there is now.
-            wanted = self.audible(params, requests)
-            latest = self.read(params, wanted)
+            return self._read_audible(params, requests)  # max_wait passed: what there is now
         return wanted, latest
 
     def _nothing_new(self, params: FetchParams, requests: Sequence[FetchPartition]) -> bool:
