@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import trio
 import trio.testing
 
@@ -9,34 +11,44 @@ from gregor.broker.purgatory import Purgatory
 
 
 async def test_completes_on_notification_of_a_watched_key() -> None:
-    purgatory = Purgatory("test")
+    purgatory: Purgatory[tuple[str, int]] = Purgatory("test")
     state = {"done": False}
+    told: list[set[tuple[str, int]]] = []
     results: list[bool] = []
 
+    def check(changed: Collection[tuple[str, int]]) -> bool:
+        told.append(set(changed))
+        return state["done"]
+
     async def waiter() -> None:
-        results.append(await purgatory.wait([("t", 0), ("t", 1)], lambda: state["done"], 10))
+        results.append(await purgatory.wait([("t", 0), ("t", 1), ("t", 0)], check, 10))
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(waiter)
         await trio.testing.wait_all_tasks_blocked()
+        assert told == [{("t", 0), ("t", 1)}]  # the first try is told every key
         assert purgatory.watched(("t", 1)) == 1
         purgatory.notify(("t", 1))  # not done yet: it goes back to waiting
         await trio.testing.wait_all_tasks_blocked()
         assert results == []
+        assert told[1:] == [{("t", 1)}]  # told only the key that changed
         state["done"] = True
         purgatory.notify(("other", 0))  # not its key: nothing happens
         await trio.testing.wait_all_tasks_blocked()
         assert results == []
+        assert len(told) == 2
         purgatory.notify(("t", 0))
+        purgatory.notify(("t", 1))  # both before it runs: one try, told both
     assert results == [True]
+    assert told[2:] == [{("t", 0), ("t", 1)}]
     assert len(purgatory) == 0  # unwatched on the way out
 
 
 async def test_times_out_and_completes_at_once_when_already_done() -> None:
-    purgatory = Purgatory("test")
-    assert await purgatory.wait(["k"], lambda: True, 0) is True
-    assert await purgatory.wait(["k"], lambda: False, 0) is False
+    purgatory: Purgatory[str] = Purgatory("test")
+    assert await purgatory.wait(["k"], lambda _: True, 0) is True
+    assert await purgatory.wait(["k"], lambda _: False, 0) is False
     started = trio.current_time()
-    assert await purgatory.wait(["k"], lambda: False, 0.05) is False
+    assert await purgatory.wait(["k"], lambda _: False, 0.05) is False
     assert trio.current_time() - started >= 0.05
     assert len(purgatory) == 0

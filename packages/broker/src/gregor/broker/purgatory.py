@@ -5,46 +5,55 @@ them); a Fetch waits until `min_bytes` are there or `max_wait_ms` passes. Each w
 partitions it concerns: whoever changes a partition (an append, a high watermark or
 leadership change, a follower's fetch) calls `notify(key)`, and every operation watching
 that key checks again whether it can complete. Kafka's DelayedOperationPurgatory, on trio:
-the waiting request is the handler itself, parked on an event.
+the waiting request is the handler itself, parked on an event. The check is told which keys
+changed, so an operation over many partitions looks again only at those that moved.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Collection, Hashable, Iterable
+from typing import Generic, TypeVar
 
 import trio
 
+K = TypeVar("K", bound=Hashable)
 
-class _Waiter:
-    __slots__ = ("event",)
+
+class _Waiter(Generic[K]):
+    __slots__ = ("changed", "event")
 
     def __init__(self) -> None:
         self.event = trio.Event()
+        self.changed: set[K] = set()  # keys notified since the last check
 
 
-class Purgatory:
+class Purgatory(Generic[K]):
     def __init__(self, name: str) -> None:
         self.name = name
-        self._watchers: dict[Hashable, set[_Waiter]] = {}
+        self._watchers: dict[K, set[_Waiter[K]]] = {}
 
     def __len__(self) -> int:
         """How many operations are waiting (an operation on several keys counts once each)."""
         return sum(len(w) for w in self._watchers.values())
 
-    def watched(self, key: Hashable) -> int:
+    def watched(self, key: K) -> int:
         return len(self._watchers.get(key, ()))
 
     async def wait(
-        self, keys: Iterable[Hashable], try_complete: Callable[[], bool], timeout: float
+        self,
+        keys: Iterable[K],
+        try_complete: Callable[[Collection[K]], bool],
+        timeout: float,
     ) -> bool:
-        """Wait until `try_complete()` is true (checked now and after each notification of
-        one of `keys`) or `timeout` seconds pass; return whether it completed."""
-        if try_complete():
+        """Wait until `try_complete(changed)` is true or `timeout` seconds pass; return
+        whether it completed. It is tried now, with `changed` all of `keys`, and after each
+        notification of some of them, with `changed` those notified since the last try."""
+        watched = list(dict.fromkeys(keys))
+        if try_complete(watched):
             return True
         if timeout <= 0:
             return False
-        waiter = _Waiter()
-        watched = list(dict.fromkeys(keys))
+        waiter: _Waiter[K] = _Waiter()
         for key in watched:
             self._watchers.setdefault(key, set()).add(waiter)
         try:
@@ -52,7 +61,8 @@ class Purgatory:
                 while True:
                     await waiter.event.wait()
                     waiter.event = trio.Event()
-                    if try_complete():
+                    changed, waiter.changed = waiter.changed, set()
+                    if try_complete(changed):
                         return True
             return False
         finally:
@@ -63,14 +73,14 @@ class Purgatory:
                     if not waiters:
                         del self._watchers[key]
 
-    def notify(self, key: Hashable) -> None:
+    def notify(self, key: K) -> None:
         """Something changed for `key`: every operation watching it checks again."""
         waiters = self._watchers.get(key)
         if waiters:
             for waiter in waiters:
+                waiter.changed.add(key)
                 waiter.event.set()
 
     def notify_all(self) -> None:
-        for waiters in self._watchers.values():
-            for waiter in waiters:
-                waiter.event.set()
+        for key in list(self._watchers):
+            self.notify(key)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Protocol
 
 import attrs
@@ -199,9 +199,9 @@ class ReplicaManager:
         self.replica_selector = SELECTORS.get(config.replica_selector_class)
         self.partitions: dict[Key, Partition] = {}
         self.controller_epoch = -1
-        self.produce_purgatory = Purgatory("produce")
-        self.fetch_purgatory = Purgatory("fetch")
-        self.delete_records_purgatory = Purgatory("delete-records")
+        self.produce_purgatory: Purgatory[Key] = Purgatory("produce")
+        self.fetch_purgatory: Purgatory[Key] = Purgatory("fetch")
+        self.delete_records_purgatory: Purgatory[Key] = Purgatory("delete-records")
         self.fetchers = FetcherManager(self)
         # Leaders' endpoints as the last LeaderAndIsr named them (the metadata cache may not
         # know a leader yet when a test or a new controller sends LeaderAndIsr first).
@@ -512,15 +512,15 @@ class ReplicaManager:
     ) -> None:
         done: dict[Key, int] = {}
 
-        def check() -> bool:
-            for key, required in waiting.items():
+        def check(changed: Collection[Key]) -> bool:
+            for key in changed:
                 if key in done:
                     continue
                 partition = self.partitions.get(key)
                 if partition is None:
                     done[key] = ErrorCode.NOT_LEADER_OR_FOLLOWER
                     continue
-                finished, error = partition.enough_replicas_reached(required)
+                finished, error = partition.enough_replicas_reached(waiting[key])
                 if finished:
                     done[key] = error
             return len(done) == len(waiting)
@@ -639,9 +639,11 @@ class ReplicaManager:
         wanted = self.audible(params, requests)
         return wanted, self.read(params, wanted)
 
-    def fetch_now(self, params: FetchParams, requests: Sequence[FetchPartition]) -> Fetched | None:
-        """What the fetch reads and its results if it can be answered at once, else None
-        (`fetch_later`).
+    def fetch_now(
+        self, params: FetchParams, requests: Sequence[FetchPartition]
+    ) -> tuple[Fetched, bool]:
+        """What the fetch reads, its results, and whether to answer with them now (else
+        `fetch_later`, given the partitions read here).
 
         A follower's fetch records its position here, once per request, as Kafka does. Its
         quiet partitions' positions (at the log end, so caught up) are recorded when its
@@ -656,28 +658,49 @@ class ReplicaManager:
         results = self.read(params, wanted)
         if params.from_follower:
             self.record_follower_fetches(params.replica_id, wanted, results)
-        if self._respond_now(params, requests, results):
-            return wanted, results
-        return None
+        return (wanted, results), self._respond_now(params, requests, results)
 
-    async def fetch_later(self, params: FetchParams, requests: Sequence[FetchPartition]) -> Fetched:
-        """Wait until there is `min_bytes` to read (or an error, or `max_wait_ms`)."""
-        wanted: list[FetchPartition] = []
+    async def fetch_later(
+        self,
+        params: FetchParams,
+        requests: Sequence[FetchPartition],
+        heard: Sequence[FetchPartition],
+    ) -> Fetched:
+        """Wait until there is `min_bytes` to read (or an error, or `max_wait_ms`).
+
+        `heard` are the partitions `fetch_now` read. A wake-up looks only at the partitions
+        notified since the last look, and reads those and the ones read before: the others
+        have not moved, so they are still quiet. (Kafka's DelayedFetch looks at them all; a
+        follower's session of many idle partitions made that the leader's main cost.) A
+        fetch without a session read them all, so reads them all again.
+        """
+        wanted = list(heard)
         latest: list[FetchResult] = []
+        keys = [(r.topic, r.partition) for r in requests]
 
-        def check() -> bool:
+        def check(changed: Collection[Key]) -> bool:
             nonlocal wanted, latest
             if self.shutting_down:
                 # Not ours to answer any more: the fetcher asks the next leader.
                 wanted = list(requests)
                 latest = [FetchResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)] * len(wanted)
                 return True
-            if self._nothing_new(params, requests):  # the cheaper test first
+            whole = len(changed) == len(requests)  # the first look is at all
+            moved = (
+                requests
+                if whole
+                else [r for r, k in zip(requests, keys, strict=True) if k in changed]
+            )
+            if self._nothing_new(params, moved):  # the cheaper test first
                 return False
-            wanted, latest = self._read_audible(params, requests)
+            if not whole:
+                read = {(r.topic, r.partition) for r in wanted}
+                moved = [
+                    r for r, k in zip(requests, keys, strict=True) if k in changed or k in read
+                ]
+            wanted, latest = self._read_audible(params, moved)
             return self._respond_now(params, requests, latest)
 
-        keys = [(r.topic, r.partition) for r in requests]
         if not await self.fetch_purgatory.wait(keys, check, params.max_wait_ms / 1000):
             return self._read_audible(params, requests)  # max_wait passed: what there is now
         return wanted, latest
@@ -752,8 +775,8 @@ class ReplicaManager:
             return results
         done: dict[Key, tuple[int, int]] = {}
 
-        def check() -> bool:
-            for key, required in waiting.items():
+        def check(changed: Collection[Key]) -> bool:
+            for key in changed:
                 if key in done:
                     continue
                 partition = self.partitions.get(key)
@@ -761,7 +784,7 @@ class ReplicaManager:
                     done[key] = (ErrorCode.NOT_LEADER_OR_FOLLOWER, -1)
                     continue
                 low = partition.low_watermark()
-                if low >= required:
+                if low >= waiting[key]:
                     done[key] = (ErrorCode.NONE, low)
             return len(done) == len(waiting)
 

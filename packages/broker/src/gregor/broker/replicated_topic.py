@@ -4,6 +4,7 @@ a wait in the produce purgatory until the high watermark passes them (acks=all).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Protocol
 
 from gregor.broker.coordinator.topic_log import FailedWrite, Write
@@ -13,12 +14,14 @@ from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.storage.log import Log
 from gregor.storage.producer_state import AppendOrigin
 
+Key = tuple[str, int]  # (topic, partition), the purgatory's key
+
 
 class LeaderLookup(Protocol):
     """The replica lookup: the partitions hosted here, and the purgatory acks=all waits in."""
 
     @property
-    def produce_purgatory(self) -> Purgatory: ...
+    def produce_purgatory(self) -> Purgatory[Key]: ...
     def partition(self, topic: str, partition: int) -> Partition | None: ...
     def partition_or_error(self, topic: str, partition: int) -> Partition: ...
 
@@ -27,7 +30,7 @@ class ReplicaWrite:
     """An append to a leader's log, waiting in the produce purgatory for its high watermark."""
 
     def __init__(
-        self, purgatory: Purgatory, partition: Partition, base: int, end: int, acks_all: bool
+        self, purgatory: Purgatory[Key], partition: Partition, base: int, end: int, acks_all: bool
     ) -> None:
         self.purgatory = purgatory
         self.partition = partition
@@ -37,7 +40,7 @@ class ReplicaWrite:
         # acks=0: nothing to wait for.
         self._result: int | None = None if acks_all else ErrorCode.NONE
 
-    def _check(self) -> bool:
+    def _check(self, _changed: Collection[Key]) -> bool:
         done, error = self.partition.enough_replicas_reached(self._end)
         if done:
             self._result = error

@@ -90,11 +90,13 @@ async def fetch(ctx: RequestContext, request: FetchRequest, version: int) -> Fet
     if denied:
         wanted = [w for w in wanted if w.topic not in denied]
     manager = ctx.services.replica_manager
-    fetched = manager.fetch_now(params, wanted) if wanted else ([], [])
-    if fetched is None:
+    fetched, done = manager.fetch_now(params, wanted) if wanted else (([], []), True)
+    if not done:
+        heard = fetched[0]
+
         # A long poll: the connection's next requests are handled meanwhile.
         async def waited() -> FetchResponse:
-            later = await manager.fetch_later(params, wanted)
+            later = await manager.fetch_later(params, wanted, heard)
             return _response(ctx, context, *later, refused, version, request.replica_id)
 
         return Later(waited)
