@@ -345,6 +345,25 @@ def cpu_seconds(pids: list[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def run_queue_seconds(pids: list[int]) -> float:
+    """Time the processes' threads spent runnable but waiting for a core, so far (Linux
+    /proc/<pid>/task/<tid>/schedstat, its second field)."""
+    total = 0
+    for pid in pids:
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            with contextlib.suppress(OSError):  # a thread that just ended
+                total += int((task / "schedstat").read_text().split()[1])
+    return total / 1e9
+
+
+def machine_busy_seconds() -> float:
+    """CPU time every core of the machine spent not idle so far (Linux /proc/stat): what
+    the brokers, the clients and everything else used together."""
+    fields = [int(f) for f in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle and iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def process_tree(pid: int) -> list[int]:
     """`pid` and its descendants, live (Linux /proc): a start script's server, say."""
     found = [pid]

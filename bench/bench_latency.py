@@ -9,8 +9,10 @@ schedule counts its lateness too (no coordinated omission). The consumer takes i
 as each record is handed to it. Printed per setting and load: the load achieved, p50,
 p99, p99.9 and max in milliseconds, and beside them the producer's acknowledgement
 latency (sampled one record in 100) - what is left of the end-to-end time is the wait for
-the high watermark and the consumer's fetch. The first second of each run is a warm-up,
-not counted. Goal: p99 <= 5 ms at 10,000 records/s with acks=all.
+the high watermark and the consumer's fetch - and the CPU the brokers used, the time they
+spent ready to run but waiting for a core (in cores: seconds per second, from schedstat),
+and the CPU the whole machine used (brokers, clients and all). The first second of each
+run is a warm-up, not counted. Goal: p99 <= 5 ms at 10,000 records/s with acks=all.
 
     python bench/bench_latency.py [--seconds S] [--loads R ...] [--partitions P]
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import sys
 import tempfile
 import time
@@ -26,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 # the benchmarks' shared helpers: this script runs from bench/, beside bench_broker
-from bench_broker import cpu_seconds
+from bench_broker import cpu_seconds, machine_busy_seconds, run_queue_seconds
 
 TOPIC = "latency"
 SIZE = 100
@@ -189,7 +192,7 @@ def main() -> int:
     )
     header = f"{'brokers':>7} {'acks':>4} {'offered':>8} {'achieved':>9}"
     header += "".join(f"{c:>10}" for c in ("p50", "p99", "p99.9", "max", "ack p50", "ack p99"))
-    header += "  brokers' CPU"
+    header += "  brokers' CPU  brokers' wait  machine's CPU"
     print(header)
     verdicts = []
     for setting in args.settings:
@@ -204,15 +207,20 @@ def main() -> int:
                 pids = [b.pid for b in cluster.brokers if b.pid is not None]
                 for rate in args.loads:
                     before, began = cpu_seconds(pids), time.monotonic()
+                    busy, queued = machine_busy_seconds(), run_queue_seconds(pids)
                     achieved, e2e, ack = run_load(
                         cluster.bootstrap_servers, acks, args.linger_ms, args.partitions, rate,
                         args.seconds,
                     )  # fmt: skip
-                    cpu = (cpu_seconds(pids) - before) / (time.monotonic() - began)
+                    took = time.monotonic() - began
+                    cpu = (cpu_seconds(pids) - before) / took
+                    machine = (machine_busy_seconds() - busy) / took
+                    wait = (run_queue_seconds(pids) - queued) / took
                     print(
                         f"{brokers:>7} {acks:>4} {rate:>8,} {achieved:>9,.0f}"
                         + "".join(f"{e2e[c]:>10.2f}" for c in ("p50", "p99", "p99.9", "max"))
-                        + f"{ack['p50']:>10.2f}{ack['p99']:>10.2f}  {cpu:.2f} cores",
+                        + f"{ack['p50']:>10.2f}{ack['p99']:>10.2f}  {cpu:.2f} cores"
+                        + f"    {wait:.2f} cores    {machine:.2f} of {os.cpu_count()}",
                         flush=True,
                     )
                     if brokers == 3 and acks == "all" and rate == 10_000:
