@@ -464,6 +464,15 @@ def bench_latency(session: nox.Session) -> None:
 
 
 @nox.session
+def bench_round(session: nox.Session) -> None:
+    """The CPU of one replication round (a single acks=all record, RF 3) on each broker,
+    against a trio echo server's CPU per request measured in the same run
+    (--records N, --filler P: a quiet P-partition topic beside, --echo N)."""
+    install(session, *PACKAGES, extra=[*LAUNCHER, "confluent-kafka>=2.4"])
+    session.run("python", "bench/bench_round.py", *session.posargs)
+
+
+@nox.session
 def bench_scale(session: nox.Session) -> None:
     """One broker with 1,000 then 10,000 partitions (RF=1), 1,000 idle connections and 100
     producers: RSS, fds, Metadata latency, produce spread over every partition against 10,
