@@ -678,6 +678,12 @@ class ReplicaManager:
         latest: list[FetchResult] = []
         keys = [(r.topic, r.partition) for r in requests]
 
+        def among(chosen: Collection[Key]) -> Sequence[FetchPartition]:
+            """The requests for `chosen`, in request order (all of them on the first look)."""
+            if len(chosen) == len(requests):
+                return requests
+            return [r for r, k in zip(requests, keys, strict=True) if k in chosen]
+
         def check(changed: Collection[Key]) -> bool:
             nonlocal wanted, latest
             if self.shutting_down:
@@ -685,20 +691,10 @@ class ReplicaManager:
                 wanted = list(requests)
                 latest = [FetchResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)] * len(wanted)
                 return True
-            whole = len(changed) == len(requests)  # the first look is at all
-            moved = (
-                requests
-                if whole
-                else [r for r, k in zip(requests, keys, strict=True) if k in changed]
-            )
-            if self._nothing_new(params, moved):  # the cheaper test first
+            if self._nothing_new(params, among(changed)):  # the cheaper test first
                 return False
-            if not whole:
-                read = {(r.topic, r.partition) for r in wanted}
-                moved = [
-                    r for r, k in zip(requests, keys, strict=True) if k in changed or k in read
-                ]
-            wanted, latest = self._read_audible(params, moved)
+            moved = {*changed, *((r.topic, r.partition) for r in wanted)}
+            wanted, latest = self._read_audible(params, among(moved))
             return self._respond_now(params, requests, latest)
 
         if not await self.fetch_purgatory.wait(keys, check, params.max_wait_ms / 1000):
