@@ -3,10 +3,19 @@ counters it reads beside them."""
 
 from __future__ import annotations
 
+import http.server
 import math
 import os
 import sys
+import threading
 from pathlib import Path
+
+from prometheus_client import generate_latest
+
+from gregor.broker.metrics import Metrics
+from gregor.broker.prometheus import registry
+from gregor.broker.quotas import ClientQuotas
+from gregor.protocol.apis import ApiKey
 
 ROOT = Path(__file__).parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -41,3 +50,43 @@ def test_the_proc_counters_never_go_back() -> None:
     ]
     assert all(value >= 0 for value in readings[0])
     assert all(b >= a for a, b in zip(readings[0], readings[1], strict=True))
+
+
+def test_requests_answered_sums_the_brokers_prometheus_counters_by_request() -> None:
+    """Read from a real exposition of the broker's registry, served over HTTP twice (two
+    brokers): a Fetch counts as Fetch and as FetchFollower or FetchConsumer."""
+    metrics = Metrics()
+    for _ in range(4):
+        metrics.record_request(ApiKey.PRODUCE, 0.001)
+    for follower in (True, True, True, False, False):
+        metrics.record_request(ApiKey.FETCH, 0.002, follower)
+    body = generate_latest(registry(metrics, ClientQuotas()))
+
+    class Exposition(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Exposition)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
+        answered = bench_latency.requests_answered([url, url])
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+    assert answered["Produce"] == 8
+    assert answered["Fetch"] == 10
+    assert answered["FetchFollower"] == 6
+    assert answered["FetchConsumer"] == 4
+    line = bench_latency.request_rates(answered, 80, 2.0)
+    assert line.split(": ", 1)[1] == (
+        "Produce 4/s, FetchFollower 3/s, FetchConsumer 2/s; 10.0 records a Produce"
+    )

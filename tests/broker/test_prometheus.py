@@ -49,9 +49,10 @@ def test_counters_move_by_exactly_what_was_produced_and_consumed(
 
     # Consume it all once, by raw fetches from the leader: the bytes each answer carried.
     leader = leader_of(metrics_cluster, topic, 0)
-    consumed_bytes, offset = 0, 0
+    consumed_bytes, offset, fetches_sent = 0, 0, 0
     with WireClient(leader) as client:
         while offset < RECORDS:
+            fetches_sent += 1
             request = FetchRequest(
                 replica_id=-1,
                 max_wait_ms=0,
@@ -111,6 +112,20 @@ def test_counters_move_by_exactly_what_was_produced_and_consumed(
         )
         == histogram
     )
+
+    # As Kafka's RequestChannel: each Fetch counts also as FetchConsumer or FetchFollower.
+    # The leader answered exactly this test's fetches from a consumer, and its followers'.
+    def requests(broker: int, request: str) -> float:
+        name = "kafka_network_requestmetrics_requests_total"
+        return value(after[broker], name, request=request) - value(
+            before[broker], name, request=request
+        )
+
+    assert requests(leader.broker_id, "FetchConsumer") == fetches_sent
+    assert requests(leader.broker_id, "FetchFollower") > 0
+    for i in ids:
+        split = requests(i, "FetchConsumer") + requests(i, "FetchFollower")
+        assert requests(i, "Fetch") == split
 
     # Cluster-wide: one active controller, nothing offline or under-replicated.
     assert (

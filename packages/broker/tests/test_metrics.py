@@ -87,6 +87,12 @@ def test_prometheus_exposition_has_kafkas_jmx_exporter_names() -> None:
     assert samples[("kafka_network_requestmetrics_requests_total", fetch)] == 3
     assert samples[("kafka_network_requestmetrics_totaltimems_count", fetch)] == 3
     assert samples[("kafka_network_requestmetrics_totaltimems_sum", fetch)] == 6.5
+    # As Kafka's RequestChannel, a consumer's Fetch counts as FetchConsumer too.
+    consumer = (("request", "FetchConsumer"),)
+    assert samples[("kafka_network_requestmetrics_requests_total", consumer)] == 3
+    assert samples[("kafka_network_requestmetrics_totaltimems_sum", consumer)] == 6.5
+    follower = (("request", "FetchFollower"),)
+    assert ("kafka_network_requestmetrics_requests_total", follower) not in samples
     # 0.5 ms falls in the bucket up to 0.511 ms, 3 ms in the one up to 4.095 ms.
     assert (
         samples[("kafka_network_requestmetrics_totaltimems_bucket", (("le", "0.511"), *fetch))] == 1

@@ -8,7 +8,9 @@ Kafka's BrokerTopicMetrics and request metrics.
   the replica manager when reported;
 - request latency per API: count, mean, max and an approximate 99th percentile from
   power-of-two buckets (microseconds), reset each interval; the same buckets since start
-  for Prometheus' histograms;
+  for Prometheus' histograms. A Fetch counts under `Fetch` and also under `FetchFollower`
+  or `FetchConsumer`, as Kafka's RequestChannel counts it, so replication and consumers
+  are told apart;
 - gauges the broker's parts install by name (the controller's, the coordinators').
 
 Recording is a few integer additions per request or batch (never per record), cheap enough
@@ -23,11 +25,13 @@ from collections.abc import Callable, Sized
 
 import trio
 
-from gregor.protocol.apis import api_name
+from gregor.protocol.apis import ApiKey, api_name
 
 log = logging.getLogger(__name__)
 
 _BUCKETS = 32  # 2**31 µs is more than half an hour
+FETCH_FOLLOWER = "FetchFollower"  # Kafka's request metric names for the two kinds of Fetch
+FETCH_CONSUMER = "FetchConsumer"
 
 
 class Meter:
@@ -117,7 +121,7 @@ class Metrics:
         self.produce_requests = Meter()
         self.fetch_requests = Meter()
         self.failed_produce_requests = Meter()
-        self.latency: dict[int, Latency] = {}
+        self.latency: dict[str, Latency] = {}  # by request name: api_name, FetchFollower...
         # The replica manager installs this: the number of under-replicated partitions led here.
         self.under_replicated: Callable[[], int] = lambda: 0
         # The replica manager registers its purgatories here, by name: "fetch", "produce", ...
@@ -145,11 +149,18 @@ class Metrics:
         self.bytes_out.mark(size)
         self._topic(topic).bytes_out += size
 
-    def record_request(self, api_key: int, seconds: float) -> None:
-        latency = self.latency.get(api_key)
+    def record_request(self, api_key: int, seconds: float, from_follower: bool = False) -> None:
+        """A request answered `seconds` after it arrived; `from_follower` tells, for a
+        Fetch, whether a replica (FetchFollower) or a consumer (FetchConsumer) sent it."""
+        self._latency(api_name(api_key)).record(seconds)
+        if api_key == ApiKey.FETCH:
+            self._latency(FETCH_FOLLOWER if from_follower else FETCH_CONSUMER).record(seconds)
+
+    def _latency(self, name: str) -> Latency:
+        latency = self.latency.get(name)
         if latency is None:
-            latency = self.latency[api_key] = Latency()
-        latency.record(seconds)
+            latency = self.latency[name] = Latency()
+        return latency
 
     def report(self) -> str:
         """One line of every metric, and start the next window."""
@@ -164,12 +175,12 @@ class Metrics:
         parts = [f"{name}={m.count} ({m.rate(now):.1f}/s)" for name, m in meters.items()]
         parts.append(f"under_replicated_partitions={self.under_replicated()}")
         parts += [f"{name}_purgatory_size={len(p)}" for name, p in self.purgatories.items()]
-        for key, latency in sorted(self.latency.items()):
+        for name, latency in sorted(self.latency.items()):
             if latency.count:
                 mean_ms = latency.total_us / latency.count / 1000
                 p99_ms = latency.percentile(0.99) / 1000
                 parts.append(
-                    f"{api_name(key)}: n={latency.count} mean={mean_ms:.2f}ms "
+                    f"{name}: n={latency.count} mean={mean_ms:.2f}ms "
                     f"p99<={p99_ms:.1f}ms max={latency.max_us / 1000:.1f}ms"
                 )
             latency.reset()

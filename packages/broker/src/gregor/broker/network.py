@@ -72,6 +72,7 @@ from gregor.client.frames import FrameReceiver, StreamFrameReceiver
 from gregor.client.sockets import send_all
 from gregor.protocol.apis import REQUESTS, ApiKey, api_name
 from gregor.protocol.apis.api_versions import ApiVersionsResponse
+from gregor.protocol.apis.fetch import FetchRequest
 from gregor.protocol.errors import DecodeError, ErrorCode, InvalidConfigError, ProtocolError
 from gregor.protocol.framing import (
     RequestPeek,
@@ -119,6 +120,17 @@ class _Request:
     started: float
     busy: float
 
+    def record(self, metrics: Metrics, answered: float) -> None:
+        """Its time in the request metrics; a Fetch's also as FetchFollower or FetchConsumer."""
+        key = self.peek.api_key
+        follower = key == ApiKey.FETCH and _fetch_replica_id(self.body) >= 0
+        metrics.record_request(key, answered - self.started, follower)
+
+
+def _fetch_replica_id(request: FetchRequest) -> int:
+    """The replica a Fetch is from (-1: a consumer): a field until v14, in a tag from v15."""
+    return max(request.replica_id, request.replica_state.replica_id)
+
 
 class _Waiting:
     """A `Later` answer in the writer's queue, with what its frame needs once ready."""
@@ -132,9 +144,7 @@ class _Waiting:
     async def finish(self, connection: Connection) -> Chunks | None:
         request = self.request
         response = await _handled(request.api, request.peek.api_version, self.later.result())
-        connection.server.metrics.record_request(
-            request.peek.api_key, time.monotonic() - request.started
-        )
+        request.record(connection.server.metrics, time.monotonic())
         if isinstance(response, Later):
             response = None
         return connection._respond(request, response)
@@ -445,7 +455,7 @@ class Connection:
         )
         if isinstance(response, Later):
             return _Waiting(response, request)
-        server.metrics.record_request(peek.api_key, handled - started)
+        request.record(server.metrics, handled)
         return self._respond(request, response)
 
     # -- quotas ----------------------------------------------------------------------------

@@ -6,6 +6,7 @@ MBean's type and name joined, `_total` on meters), so dashboards built for Kafka
     kafka_server_brokertopicmetrics_{messagesin,bytesin,bytesout}_total   (and per `topic`)
     kafka_network_requestmetrics_requests_total{request}
     kafka_network_requestmetrics_totaltimems{request}      a histogram, in milliseconds
+        (request: the API's name, and FetchFollower or FetchConsumer beside Fetch)
     kafka_server_replicamanager_underreplicatedpartitions
     kafka_server_replicamanager_{isrshrinks,isrexpands}_total
     kafka_server_delayedoperationpurgatory_purgatorysize{delayedOperation}
@@ -41,7 +42,6 @@ from prometheus_client.registry import Collector
 
 from gregor.broker.metrics import _BUCKETS, Metrics
 from gregor.broker.quotas import ClientQuotas, QuotaType
-from gregor.protocol.apis import api_name
 
 log = logging.getLogger(__name__)
 
@@ -106,8 +106,7 @@ class BrokerCollector(Collector):
             "Time from a request's arrival to its response, in milliseconds",
             labels=["request"],
         )
-        for api_key, latency in latencies:
-            name = api_name(api_key)
+        for name, latency in latencies:
             requests.add_metric([name], latency.total)
             cumulative, buckets = 0, []
             for bits in range(_BUCKETS):
