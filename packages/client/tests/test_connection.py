@@ -169,6 +169,52 @@ async def test_requests_are_pipelined_up_to_max_in_flight() -> None:
         nursery.cancel_scope.cancel()
 
 
+async def test_a_cancelled_caller_sends_nothing_and_the_connection_stays_usable() -> None:
+    peer = Peer()
+    async with trio.open_nursery() as nursery:
+        port = await start_peer(nursery, peer)
+        conn = await connect(nursery, port, max_in_flight=1)
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await conn.request(MetadataRequest())
+        assert scope.cancelled_caught
+        # Nothing went out and the one slot is free: the next request has correlation id 1.
+        response = await conn.request(MetadataRequest(), response_type=MetadataResponse)
+        assert response.cluster_id == "answer-1"
+        assert [name for name, _, _ in peer.seen] == ["ApiVersionsRequest", "MetadataRequest"]
+        await conn.aclose()
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_request_cancelled_while_another_is_written_gives_back_its_slot() -> None:
+    """A request takes an in-flight slot, then waits while another request is being
+    written; cancelled there, it gives the slot back and sends nothing."""
+    peer = Peer()
+    async with trio.open_nursery() as nursery:
+        port = await start_peer(nursery, peer)
+        conn = await connect(nursery, port, max_in_flight=2)
+        writing = conn._send_lock  # held as if another request's frame were being written
+        await writing.acquire()
+        async with trio.open_nursery() as waiting:
+            waiting.start_soon(conn.request, MetadataRequest())
+            await trio.testing.wait_all_tasks_blocked(0.05)
+            assert conn._slots.value == 1  # the waiting request holds one slot
+            waiting.cancel_scope.cancel()
+        assert conn._slots.value == 2
+        writing.release()
+        async with trio.open_nursery() as clients:
+            for _ in range(2):  # both slots are usable
+                clients.start_soon(conn.request, MetadataRequest())
+        # The cancelled request never went out.
+        assert [name for name, _, _ in peer.seen] == [
+            "ApiVersionsRequest",
+            "MetadataRequest",
+            "MetadataRequest",
+        ]
+        await conn.aclose()
+        nursery.cancel_scope.cancel()
+
+
 async def test_a_request_without_answer_times_out_and_closes_the_connection() -> None:
     peer = Peer()
 

@@ -103,6 +103,16 @@ class _Pending:
 RENEW_AT = 0.9  # of a SASL session's lifetime (Kafka's Java client: 85-95%)
 
 
+async def _take(lock: trio.Semaphore | trio.Lock) -> None:
+    """Acquire `lock`, through trio's scheduler only when it must wait. trio's `acquire`
+    yields even when free, which cost each request two more turns of the run loop; the
+    request still reaches a checkpoint where it waits for its answer."""
+    try:
+        lock.acquire_nowait()
+    except trio.WouldBlock:
+        await lock.acquire()
+
+
 class BrokerConnection:
     """A connection to one broker; open it with `BrokerConnection.open`."""
 
@@ -329,6 +339,8 @@ class BrokerConnection:
         await self._renew_session()
         version = self.version_for(type(body)) if version is None else version
         await self._send(body, version, expect_response=False)
+        # Nothing here waited (a request waits for its answer): let the other tasks run.
+        await trio.lowlevel.cancel_shielded_checkpoint()
 
     async def _send(
         self,
@@ -338,8 +350,9 @@ class BrokerConnection:
         expect_response: bool,
         written: Callable[[], object] | None = None,
     ) -> _Pending | None:
+        await trio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller sends nothing
         self._check_open()
-        await self._slots.acquire()
+        await _take(self._slots)
         correlation_id = next(self._correlation_ids) & 0x7FFFFFFF
         try:
             frame = encode_request(body, version, correlation_id, self.config.client_id)
@@ -347,7 +360,12 @@ class BrokerConnection:
             self._slots.release()
             raise
         pending = _Pending(correlation_id, body.api_key, version) if expect_response else None
-        async with self._send_lock:
+        try:
+            await _take(self._send_lock)
+        except BaseException:  # cancelled while another request was being written
+            self._slots.release()
+            raise
+        try:
             try:
                 self._check_open()  # it may have closed while we waited for the lock
             except NetworkError:
@@ -371,6 +389,8 @@ class BrokerConnection:
                 raise
             if written is not None:
                 written()
+        finally:
+            self._send_lock.release()
         if pending is None:
             self._slots.release()
         return pending
