@@ -235,8 +235,9 @@ def main() -> int:
             )
             urls = []
             for broker in cluster.brokers:
-                urls.append(f"http://{LOOPBACK}:{free_port()}/metrics")
-                broker.extra["metrics.prometheus.listener"] = urls[-1].removesuffix("/metrics")
+                listener = f"http://{LOOPBACK}:{free_port()}"
+                broker.extra["metrics.prometheus.listener"] = listener
+                urls.append(f"{listener}/metrics")
             cluster.start()
             try:
                 create_topic(cluster, TOPIC, args.partitions, brokers)

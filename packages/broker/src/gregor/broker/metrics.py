@@ -19,6 +19,7 @@ for the request path.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Sized
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 _BUCKETS = 32  # 2**31 µs is more than half an hour
 FETCH_FOLLOWER = "FetchFollower"  # Kafka's request metric names for the two kinds of Fetch
 FETCH_CONSUMER = "FetchConsumer"
+_name = functools.cache(api_name)  # looked up per request: the name built once per API
 
 
 class Meter:
@@ -152,7 +154,7 @@ class Metrics:
     def record_request(self, api_key: int, seconds: float, from_follower: bool = False) -> None:
         """A request answered `seconds` after it arrived; `from_follower` tells, for a
         Fetch, whether a replica (FetchFollower) or a consumer (FetchConsumer) sent it."""
-        self._latency(api_name(api_key)).record(seconds)
+        self._latency(_name(api_key)).record(seconds)
         if api_key == ApiKey.FETCH:
             self._latency(FETCH_FOLLOWER if from_follower else FETCH_CONSUMER).record(seconds)
 
