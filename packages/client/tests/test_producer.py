@@ -338,6 +338,32 @@ def test_every_codec(cluster: ScriptedCluster, codec: str) -> None:
     assert [r.value for r in cluster.records("t", 0)] == [b"value %d " % i * 10 for i in range(30)]
 
 
+def test_a_batch_started_after_the_sender_looked_wakes_it(cluster: ScriptedCluster) -> None:
+    """A record that starts a batch after the sender looked at the queues, while it is still
+    in that pass (the application's thread may get the GIL at any bytecode), wakes the
+    sender: it goes out at once, not whenever something else wakes the sender."""
+    cluster.create_topic("t", 1)
+    with producer(cluster) as p:
+        assert p.produce("t", b"first", partition=0).result(10).offset == 0
+        sender = p._core.sender
+        sleep = sender._sleep
+        armed = threading.Event()
+        late: list[Any] = []
+
+        async def append_then_sleep(delay: float) -> None:
+            # The pass has looked (ready) and found nothing to send; it is about to sleep.
+            if armed.is_set() and not late:
+                late.append(p.produce("t", b"late", partition=0))
+            await sleep(delay)
+
+        sender._sleep = append_then_sleep  # type: ignore[method-assign]
+        armed.set()
+        sender.wake()  # a pass with nothing to send
+        wait_for(lambda: bool(late), what="the append inside the pass")
+        assert late[0].result(5).offset == 1
+    assert cluster.records("t", 0)[1].value == b"late"
+
+
 def test_delivery_callbacks_run_in_poll_and_flush(cluster: ScriptedCluster) -> None:
     cluster.create_topic("t", 1)
     seen: list[tuple[str, int]] = []

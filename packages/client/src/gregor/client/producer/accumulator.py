@@ -86,10 +86,10 @@ class Accumulator:
         "max_record_size",
         "max_request_size",
         "memory_used",
-        "sender_idle",
         "sticky",
         "stopped",
         "wake_sender",
+        "wake_wanted",
     )
 
     def __init__(
@@ -130,8 +130,11 @@ class Accumulator:
         self.flushing = 0
         # Set when appends must fail: the producer closed, or hit a fatal error.
         self.stopped: KafkaError | None = None
-        self.sender_idle = False
         self.wake_sender: Callable[[], None] = lambda: None
+        # Set when the sender looks at the queues (ready), cleared by the append that wakes
+        # it: a batch started or closed after that look must wake it, even while it is still
+        # busy with what it saw, or it would sleep on a stale view (a lost wake-up).
+        self.wake_wanted = False
         # What append returns: RecordFuture, or a subclass of the same layout (async).
         self.future_type: type[RecordFuture] = RecordFuture
 
@@ -204,8 +207,8 @@ class Accumulator:
                 choice.produced += size
                 if choice.produced >= self._switch_after:
                     self._switch(topic, info)
-            if wake and self.sender_idle:
-                self.sender_idle = False
+            if wake and self.wake_wanted:
+                self.wake_wanted = False
             else:
                 wake = False
         finally:
@@ -237,8 +240,8 @@ class Accumulator:
             self._queues.setdefault(tp, deque()).append(batch)
             self.memory_used += batch.size
             self.incomplete += 1
-            wake = self.sender_idle
-            self.sender_idle = False
+            wake = self.wake_wanted
+            self.wake_wanted = False
         if wake:
             self.wake_sender()
         return True
@@ -311,6 +314,7 @@ class Accumulator:
         hurry = self.flushing > 0 or self.stopped is not None
         limit = self.max_in_flight_per_partition
         with self.lock:
+            self.wake_wanted = True
             for tp, queue in self._queues.items():
                 if not queue:
                     continue

@@ -171,16 +171,10 @@ class Sender:
                 await self._sleep(delay)
 
     async def _sleep(self, delay: float) -> None:
-        accumulator = self.accumulator
-        with accumulator.lock:
-            if self._wakeup.is_set():
-                self._wakeup.clear()
-                return
-            accumulator.sender_idle = True
-        await self._wakeup.wait(delay)
-        with accumulator.lock:
-            accumulator.sender_idle = False
-            self._wakeup.clear()
+        # Woken during the pass (an append after its look at the queues): look again now.
+        if not self._wakeup.is_set():
+            await self._wakeup.wait(delay)
+        self._wakeup.clear()
 
     async def _run_once(self, nursery: trio.Nursery) -> float:
         """One pass; returns how long to sleep."""
