@@ -1,10 +1,10 @@
 """The accumulator's bookkeeping around a batch the broker found too large: its halves go
 back in its place, hold its memory, and each record's outcome is that of the half that
-carried it."""
+carried it. And what a drain tells the sender about the batches it left behind."""
 
 from __future__ import annotations
 
-from gregor.client.cluster import PartitionInfo, TopicInfo
+from gregor.client.cluster import Cluster, PartitionInfo, TopicInfo
 from gregor.client.producer.accumulator import Accumulator
 from gregor.client.producer.batch import ProducerBatch, RecordFuture
 from gregor.client.types import TopicPartition
@@ -69,3 +69,34 @@ def test_a_split_batch_goes_back_in_halves_before_newer_ones() -> None:
         outcomes.append(batch.error or batch.metadata(index, future[2]).offset)
     assert outcomes[:6] == [40, 41, 42, 43, 50, 51]
     assert all(isinstance(o, KafkaError) for o in outcomes[6:])
+
+
+def test_a_drain_says_whether_it_left_batches_behind_for_the_ready_nodes() -> None:
+    """The sender looks again at once only when a drain left something sendable: the next
+    batch of a partition (max.in.flight), or one that did not fit in the request."""
+    acc = Accumulator(
+        batch_size=100,
+        linger_ms=0,
+        buffer_memory=1 << 20,
+        compression=Compression.NONE,
+        max_request_size=300,
+        max_in_flight_per_partition=5,
+    )
+    two = TopicInfo("t", (PartitionInfo("t", 0, leader=1), PartitionInfo("t", 1, leader=1)))
+    cluster = Cluster(topics={"t": two})
+    append = acc.appender()
+    append("t", 0, two, None, b"x" * 60, (), 100, None)
+    drained, left = acc.drain(cluster, {1}, now=1e9)
+    assert [b.count for b in drained[1]] == [1] and left is False
+    for _ in range(2):  # two batches of partition 0: one is drained, the other waits
+        append("t", 0, two, None, b"x" * 80, (), 100, None)
+    drained, left = acc.drain(cluster, {1}, now=1e9)
+    assert len(drained[1]) == 1 and left is True
+    drained, left = acc.drain(cluster, {1}, now=1e9)
+    assert len(drained[1]) == 1 and left is False
+    # Partition 1's batch does not fit in the request beside partition 0's.
+    append("t", 0, two, None, b"x" * 90, (), 100, None)
+    append("t", 1, two, None, b"x" * 200, (), 100, None)
+    drained, left = acc.drain(cluster, {1}, now=1e9)
+    assert len(drained[1]) == 1 and left is True
+    assert acc.drain(cluster, {2}, now=1e9) == ({}, False)  # not these nodes' batches

@@ -336,11 +336,14 @@ class Accumulator:
 
     def drain(
         self, cluster: Cluster, nodes: set[int], now: float
-    ) -> dict[int, list[ProducerBatch]]:
+    ) -> tuple[dict[int, list[ProducerBatch]], bool]:
         """Take the first sendable batch of each partition led by these nodes, up to
-        max.request.size per node. Drained batches count as in flight until done."""
+        max.request.size per node. Drained batches count as in flight until done. Also
+        says whether batches are left behind for these nodes (the next of a partition, or
+        one over the request's size) that a drain right away might take."""
         out: dict[int, list[ProducerBatch]] = {}
         sizes: dict[int, int] = {}
+        left = False
         limit = self.max_in_flight_per_partition
         with self.lock:
             for tp, queue in self._queues.items():
@@ -354,13 +357,15 @@ class Accumulator:
                     continue
                 size = first.size + BATCH_HEADER_SIZE
                 if out.get(leader) and sizes[leader] + size > self.max_request_size:
+                    left = True
                     continue
                 queue.popleft()
                 first.is_open = False
                 self._in_flight[tp] = self._in_flight.get(tp, 0) + 1
                 out.setdefault(leader, []).append(first)
                 sizes[leader] = sizes.get(leader, 0) + size
-        return out
+                left = left or bool(queue)
+        return out, left
 
     def expire(self, now: float, delivery_timeout: float) -> list[ProducerBatch]:
         """Remove queued batches older than delivery.timeout.ms (the caller fails them)."""

@@ -219,17 +219,17 @@ class Sender:
                 self.client.initiate_connect(node)
         delay = check.next_check - now
         if ready:
-            drained = accumulator.drain(cluster, ready, now)
-            if drained:
+            drained, left = accumulator.drain(cluster, ready, now)
+            if left:
                 # A drain takes one batch per partition: look again at once, for the next
                 # ones that may fly (max.in.flight), as Java's sender polls with no wait.
                 delay = 0.0
-                if transactions.in_transaction:
-                    # One AddPartitionsToTxn for every partition about to be written.
-                    transactions.want_partitions(
-                        [b.tp for batches in drained.values() for b in batches]
-                    )
-                    transactions.want_partitions(accumulator.queued_partitions())
+            if drained and transactions.in_transaction:
+                # One AddPartitionsToTxn for every partition about to be written.
+                transactions.want_partitions(
+                    [b.tp for batches in drained.values() for b in batches]
+                )
+                transactions.want_partitions(accumulator.queued_partitions())
             for node, batches in drained.items():
                 self._stamp_sequences(batches)
                 order = self._order.get(node)
@@ -276,7 +276,10 @@ class Sender:
         finally:
             order.release(place)
             self._running -= 1
-            self.wake()
+            # What the answer frees (an in-flight slot of a partition or connection, a batch
+            # back for a retry) matters only to queued batches; and closing waits for it.
+            if self.closing or self.accumulator.has_unsent():
+                self.wake()
 
     async def _send_request(
         self,
