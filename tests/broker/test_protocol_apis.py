@@ -11,6 +11,7 @@ import pytest
 import trio
 
 from gregor.devcluster import LocalCluster
+from gregor.devcluster import create_topic as devcluster_create_topic
 from gregor.protocol.apis.delete_records import (
     DeleteRecordsPartition,
     DeleteRecordsRequest,
@@ -435,3 +436,19 @@ def test_answers_keep_request_order_while_an_earlier_one_waits(
     assert (first.error_code, second.error_code) == (ErrorCode.REQUEST_TIMED_OUT, 0)
     assert second.base_offset == 1  # appended while the first one was still waiting
     assert answers[2][1].controller_id >= 0
+
+
+def test_devcluster_creates_a_topic_with_the_replicas_it_is_given(
+    shared_cluster: LocalCluster,
+) -> None:
+    """gregor.devcluster's create_topic (CreateTopics through the controller) with an
+    explicit assignment, as bench_latency --one-leader uses it: every partition led by the
+    first replica given, on every broker's metadata, with a full ISR."""
+    topic = unique_topic("assigned")
+    devcluster_create_topic(shared_cluster, topic, 3, 3, [[2, 0, 1]] * 3)
+    for broker_id in range(3):
+        found = partitions_of(shared_cluster, topic, broker_id)
+        assert {p: (q.leader_id, list(q.replica_nodes)) for p, q in found.items()} == {
+            p: (2, [2, 0, 1]) for p in range(3)
+        }
+        assert all(sorted(q.isr_nodes) == [0, 1, 2] for q in found.values())

@@ -3,11 +3,14 @@ controller (as an admin client does), and produce and fetch back a sample."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from gregor.devcluster.broker import BrokerProcess
 from gregor.devcluster.cluster import LocalCluster
 from gregor.devcluster.supervisor import wait_until
 from gregor.devcluster.wire import send_request
 from gregor.protocol.apis.create_topics import (
+    CreatableReplicaAssignment,
     CreatableTopic,
     CreateTopicsRequest,
     CreateTopicsResponse,
@@ -49,14 +52,23 @@ def controller(cluster: LocalCluster, timeout: float = 60.0) -> BrokerProcess:
 
 
 def create_topic(
-    cluster: LocalCluster, name: str, partitions: int, replication_factor: int
+    cluster: LocalCluster,
+    name: str,
+    partitions: int,
+    replication_factor: int,
+    assignment: Sequence[Sequence[int]] | None = None,
 ) -> None:
     """CreateTopics through the controller, as an admin client does; returns once every
-    partition has a leader and a full ISR on every broker."""
+    partition has a leader and a full ISR on every broker. `assignment` gives each
+    partition's replicas (its first is the preferred leader), in place of the controller's
+    round robin."""
     chosen = controller(cluster)
-    request = CreateTopicsRequest(
-        topics=[CreatableTopic(name, partitions, replication_factor)], timeout_ms=30_000
-    )
+    if assignment is None:
+        topic = CreatableTopic(name, partitions, replication_factor)
+    else:
+        replicas = [CreatableReplicaAssignment(p, list(r)) for p, r in enumerate(assignment)]
+        topic = CreatableTopic(name, -1, -1, assignments=replicas)
+    request = CreateTopicsRequest(topics=[topic], timeout_ms=30_000)
     response = send_request(chosen.host, chosen.port, request, 5, timeout=40)
     assert isinstance(response, CreateTopicsResponse)
     result = response.topics[0]
