@@ -8,6 +8,7 @@ import trio
 import trio.testing
 
 from gregor.broker.purgatory import Purgatory
+from gregor.client.timeouts import pending_timeouts
 
 
 async def test_completes_on_notification_of_a_watched_key() -> None:
@@ -52,3 +53,30 @@ async def test_times_out_and_completes_at_once_when_already_done() -> None:
     assert await purgatory.wait(["k"], lambda _: False, 0.05) is False
     assert trio.current_time() - started >= 0.05
     assert len(purgatory) == 0
+
+
+async def test_its_timeout_is_an_entry_that_goes_when_the_wait_ends() -> None:
+    """A wait's timeout is a gregor.client.timeouts entry, not a cancel scope: gone once
+    the wait completes, is cancelled or times out."""
+    purgatory: Purgatory[str] = Purgatory("test")
+    done = {"k": False}
+    results: list[bool] = []
+
+    async def waiter(timeout: float) -> None:
+        results.append(await purgatory.wait(["k"], lambda _: done["k"], timeout))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(waiter, 30)
+        await trio.testing.wait_all_tasks_blocked()
+        assert pending_timeouts() == 1
+        done["k"] = True
+        purgatory.notify("k")
+    assert results == [True] and pending_timeouts() == 0
+
+    with trio.move_on_after(0.01):  # the caller cancelled: no entry left behind
+        await purgatory.wait(["k"], lambda _: False, 30)
+    assert pending_timeouts() == 0 and len(purgatory) == 0
+
+    done["k"] = False
+    assert await purgatory.wait(["k"], lambda _: done["k"], 0.05) is False
+    assert pending_timeouts() == 0 and len(purgatory) == 0

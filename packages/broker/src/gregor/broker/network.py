@@ -70,6 +70,7 @@ from gregor.broker.security.sasl import SaslAuthenticator, Session
 from gregor.broker.services import Services
 from gregor.client.frames import FrameReceiver, StreamFrameReceiver
 from gregor.client.sockets import send_all
+from gregor.client.timeouts import NEVER, call_at
 from gregor.protocol.apis import REQUESTS, ApiKey, api_name
 from gregor.protocol.apis.api_versions import ApiVersionsResponse
 from gregor.protocol.apis.fetch import FetchRequest
@@ -181,6 +182,10 @@ class Connection:
         self._close_when_answered = False
         # Over a quota, nothing more is read or handled until then (trio clock).
         self.muted_until = 0.0
+        # The wait for the next request's timeout (connections.max.idle.ms), and whether it
+        # closed the connection.
+        self._idle_expiry = NEVER
+        self._idle_closed = False
 
     def __repr__(self) -> str:
         return f"{self.endpoint.listener}-{self.host}:{self.port}"
@@ -328,6 +333,7 @@ class Connection:
         """The next request frame; None when the connection is to close (the peer went,
         sent a bad size, or stayed idle for connections.max.idle.ms)."""
         idle = self.server.config.connections_max_idle_ms / 1000
+        idle = idle if idle > 0 else math.inf
         frames = self.frames
         while True:
             try:
@@ -335,20 +341,33 @@ class Connection:
                 if not frames.buffered():
                     # Idle means: nothing to read and nothing being answered. The timeout
                     # only ever interrupts this wait, never a frame half read.
-                    with trio.move_on_after(idle if idle > 0 else math.inf) as scope:
+                    self._idle_closed = False
+                    self._idle_expiry = call_at(trio.current_time() + idle, self._idled)
+                    try:
                         await frames.wait_readable()
-                    if scope.cancelled_caught:
-                        if self.in_flight:
-                            continue
-                        log.debug("closing idle connection %s", self)
-                        return None
+                    finally:
+                        self._idle_expiry.cancel()
                 return await frames.receive()
             except ProtocolError as exc:  # size prefix too large or negative, EOF
                 log.warning("closing connection %s: %s", self, exc)
                 return None
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                log.debug("connection %s broke: %s", self, exc)
+                if self._idle_closed:
+                    log.debug("closing idle connection %s", self)
+                else:
+                    log.debug("connection %s broke: %s", self, exc)
                 return None
+
+    def _idled(self) -> None:
+        """connections.max.idle.ms passed in the wait for a request: close, unless answers
+        are still being worked on (then the wait goes on, for another period)."""
+        if self.in_flight:
+            idle = self.server.config.connections_max_idle_ms / 1000
+            self._idle_expiry = call_at(self._idle_expiry.deadline + idle, self._idled)
+            return
+        self._idle_closed = True
+        # Wakes the wait with ClosedResourceError; the socket is closed on the way out.
+        trio.lowlevel.notify_closing(self.stream.socket)
 
     async def _process(self, answers: trio.MemorySendChannel[_Answer]) -> None:
         """Read and handle the requests in order until the connection is to close."""

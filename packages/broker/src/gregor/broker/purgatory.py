@@ -6,7 +6,8 @@ partitions it concerns: whoever changes a partition (an append, a high watermark
 leadership change, a follower's fetch) calls `notify(key)`, and every operation watching
 that key checks again whether it can complete. Kafka's DelayedOperationPurgatory, on trio:
 the waiting request is the handler itself, parked on an event. The check is told which keys
-changed, so an operation over many partitions looks again only at those that moved.
+changed, so an operation over many partitions looks again only at those that moved. The
+timeout is an entry in gregor.client.timeouts' heap, not a cancel scope per wait.
 """
 
 from __future__ import annotations
@@ -16,15 +17,22 @@ from typing import Generic, TypeVar
 
 import trio
 
+from gregor.client.timeouts import call_at
+
 K = TypeVar("K", bound=Hashable)
 
 
 class _Waiter(Generic[K]):
-    __slots__ = ("changed", "event")
+    __slots__ = ("changed", "event", "expired")
 
     def __init__(self) -> None:
         self.event = trio.Event()
         self.changed: set[K] = set()  # keys notified since the last check
+        self.expired = False
+
+    def expire(self) -> None:
+        self.expired = True
+        self.event.set()
 
 
 class Purgatory(Generic[K]):
@@ -56,16 +64,18 @@ class Purgatory(Generic[K]):
         waiter: _Waiter[K] = _Waiter()
         for key in watched:
             self._watchers.setdefault(key, set()).add(waiter)
+        expiry = call_at(trio.current_time() + timeout, waiter.expire)
         try:
-            with trio.move_on_after(timeout):
-                while True:
-                    await waiter.event.wait()
-                    waiter.event = trio.Event()
-                    changed, waiter.changed = waiter.changed, set()
-                    if try_complete(changed):
-                        return True
-            return False
+            while True:
+                await waiter.event.wait()
+                waiter.event = trio.Event()
+                changed, waiter.changed = waiter.changed, set()
+                if changed and try_complete(changed):
+                    return True
+                if waiter.expired:
+                    return False
         finally:
+            expiry.cancel()
             for key in watched:
                 waiters = self._watchers.get(key)
                 if waiters is not None:

@@ -41,6 +41,7 @@ from gregor.client.security import (
     sasl_client,
 )
 from gregor.client.sockets import send_all
+from gregor.client.timeouts import call_at
 from gregor.protocol.apis import api_name
 from gregor.protocol.apis.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from gregor.protocol.apis.sasl_authenticate import (
@@ -317,9 +318,12 @@ class BrokerConnection:
         pending = await self._send(body, version, expect_response=True, written=written)
         assert pending is not None
         limit = self.config.request_timeout if timeout is None else timeout
-        with trio.move_on_after(limit) as scope:
+        expiry = call_at(trio.current_time() + limit, pending.done.set)
+        try:
             await pending.done.wait()
-        if scope.cancelled_caught:
+        finally:
+            expiry.cancel()
+        if pending.frame is None and pending.error is None:  # neither answered nor failed
             error = RequestTimedOutError(
                 f"{api_name(body.api_key)} v{version} to {self.host}:{self.port} "
                 f"got no response within {limit:.1f}s"
