@@ -11,7 +11,7 @@ import trio
 from trio.testing import MockClock
 
 from gregor.broker.coordinator.partitioning import java_abs, java_string_hash, partition_for
-from gregor.broker.coordinator.timers import TimerQueue
+from gregor.client.timeouts import TimerQueue
 
 JAVA_HASHES = {
     "": 0,

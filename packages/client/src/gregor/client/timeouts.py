@@ -5,12 +5,17 @@ context manager, and trio's deadline heap, on the way in and again on the way ou
 every request a connection sends, every fetch a broker parks and every wait for a
 connection's next request, that was 15-20% of a replication round's CPU (bench_round).
 Those waits park on an event anyway, and nearly all end long before their timeout. So a
-wait here only registers a callback that wakes it: one heap per trio run, served by one
-system task that sleeps until the earliest live deadline and runs the callbacks whose
-time has come. A cancelled entry stays in the heap until it surfaces or the heap is
-rebuilt (once dead entries outnumber live ones two to one), so cancelling is cheap too.
+wait here only registers a callback that wakes it, in a TimerQueue: a heap served by one
+task that sleeps until the earliest live deadline and runs the callbacks whose time has
+come, on the event loop between two steps of other tasks. A cancelled entry stays in the
+heap until it surfaces or the heap is rebuilt (once dead entries outnumber live ones two
+to one), so cancelling is cheap too.
 
-    timeout = call_at(trio.current_time() + 5, waiter.expire)
+`call_at` uses one queue per trio run, started on first use as a system task. Kafka's
+coordinators keep their timeouts (a member's session, a rebalance) in purgatories; the
+broker's coordinators keep theirs in a TimerQueue of their own, run in their nursery.
+
+    timeout = call_at(trio.current_time() + 5, waiter.event.set)
     try:
         await waiter.event.wait()
     finally:
@@ -24,6 +29,7 @@ import itertools
 import logging
 import math
 from collections.abc import Callable
+from typing import Any
 
 import trio
 
@@ -33,14 +39,22 @@ REBUILD_AFTER = 64  # dead entries tolerated before a rebuild is considered
 
 
 class Timeout:
-    """A callback registered for a deadline; `cancel()` first and it never runs."""
+    """A callback registered for a deadline (trio clock); `cancel()` first and it never
+    runs."""
 
-    __slots__ = ("_callback", "_timer", "deadline")
+    __slots__ = ("_args", "_callback", "_queue", "deadline")
 
-    def __init__(self, timer: _Timer, deadline: float, callback: Callable[[], object]) -> None:
-        self._timer = timer
+    def __init__(
+        self,
+        queue: TimerQueue | None,
+        deadline: float,
+        callback: Callable[..., object] | None,
+        args: tuple[Any, ...] = (),
+    ) -> None:
+        self._queue = queue
         self.deadline = deadline
-        self._callback: Callable[[], object] | None = callback
+        self._callback = callback
+        self._args = args
 
     @property
     def pending(self) -> bool:
@@ -50,24 +64,41 @@ class Timeout:
     def cancel(self) -> None:
         if self._callback is not None:
             self._callback = None
-            self._timer.cancelled()
+            if self._queue is not None:
+                self._queue.cancelled()
 
 
-class _Timer:
-    def __init__(self) -> None:
+NEVER = Timeout(None, math.inf, None)  # what an infinite deadline gets: it never runs
+
+
+class TimerQueue:
+    def __init__(self, name: str) -> None:
+        self.name = name
         self._heap: list[tuple[float, int, Timeout]] = []
-        self._order = itertools.count()  # ties broken by registration, never by Timeout
+        self._order = itertools.count()  # ties go by registration, never by Timeout
         self._dead = 0  # cancelled entries still in the heap
         self._armed = math.inf  # the deadline the task sleeps until
         self._rearm = trio.Event()
 
-    def add(self, deadline: float, callback: Callable[[], object]) -> Timeout:
-        timeout = Timeout(self, deadline, callback)
+    def __len__(self) -> int:
+        """Timeouts waiting to run."""
+        return len(self._heap) - self._dead
+
+    def call_at(self, deadline: float, callback: Callable[..., object], *args: Any) -> Timeout:
+        """Run `callback(*args)` once the trio clock reaches `deadline`, unless cancelled.
+        An infinite deadline registers nothing."""
+        if deadline == math.inf:
+            return NEVER
+        timeout = Timeout(self, deadline, callback, args)
         heapq.heappush(self._heap, (deadline, next(self._order), timeout))
         if deadline < self._armed:
             self._armed = deadline
             self._rearm.set()
         return timeout
+
+    def call_later(self, delay: float, callback: Callable[..., object], *args: Any) -> Timeout:
+        """Run `callback(*args)` `delay` seconds from now, unless cancelled."""
+        return self.call_at(trio.current_time() + max(0.0, delay), callback, *args)
 
     def cancelled(self) -> None:
         self._dead += 1
@@ -77,7 +108,9 @@ class _Timer:
             heapq.heapify(heap)
             self._dead = 0
 
-    async def run(self) -> None:
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the callbacks as they fall due, until cancelled."""
+        task_status.started()
         heap = self._heap
         while True:
             now = trio.current_time()
@@ -89,55 +122,38 @@ class _Timer:
                     continue
                 timeout._callback = None
                 try:
-                    callback()
-                except Exception:  # a bug in one waiter must not stop every timeout
-                    log.exception("a timeout's callback failed")
+                    callback(*timeout._args)
+                except Exception:  # one broken callback must not stop the others
+                    log.exception("%s: a timeout's callback %r failed", self.name, callback)
             self._armed = heap[0][0] if heap else math.inf
             self._rearm = trio.Event()
             with trio.move_on_at(self._armed):
                 await self._rearm.wait()
 
-    def __len__(self) -> int:
-        return len(self._heap) - self._dead
+
+_QUEUE: trio.lowlevel.RunVar[TimerQueue] = trio.lowlevel.RunVar("gregor_timeouts")
 
 
-_TIMER: trio.lowlevel.RunVar[_Timer] = trio.lowlevel.RunVar("gregor_timeouts")
-
-
-def _timer() -> _Timer:
+def _queue() -> TimerQueue:
     try:
-        return _TIMER.get()
+        return _QUEUE.get()
     except LookupError:
-        timer = _Timer()
-        _TIMER.set(timer)
-        trio.lowlevel.spawn_system_task(timer.run, name="gregor timeouts")
-        return timer
+        queue = TimerQueue("timeouts")
+        _QUEUE.set(queue)
+        trio.lowlevel.spawn_system_task(queue.run, name="gregor timeouts")
+        return queue
 
 
-def call_at(deadline: float, callback: Callable[[], object]) -> Timeout:
-    """Run `callback` (from this trio run's timer task) once the trio clock reaches
-    `deadline`, unless the returned Timeout is cancelled first. An infinite deadline
-    registers nothing."""
+def call_at(deadline: float, callback: Callable[..., object], *args: Any) -> Timeout:
+    """`TimerQueue.call_at` on this trio run's own queue."""
     if deadline == math.inf:
         return NEVER
-    return _timer().add(deadline, callback)
+    return _queue().call_at(deadline, callback, *args)
 
 
 def pending_timeouts() -> int:
-    """Live timeouts of this trio run (for tests)."""
+    """Timeouts waiting to run in this trio run's own queue (for tests)."""
     try:
-        return len(_TIMER.get())
+        return len(_QUEUE.get())
     except LookupError:
         return 0
-
-
-class _Never(Timeout):
-    def __init__(self) -> None:
-        self.deadline = math.inf
-        self._callback = None
-
-    def cancel(self) -> None:
-        pass
-
-
-NEVER: Timeout = _Never()  # what an infinite deadline gets: it never runs

@@ -46,8 +46,8 @@ from gregor.broker.coordinator.group.group import GroupMetadata
 from gregor.broker.coordinator.group.manager import GroupMetadataManager
 from gregor.broker.coordinator.group.server_assignors import ASSIGNORS, Topics
 from gregor.broker.coordinator.group.state import GroupState
-from gregor.broker.coordinator.timers import Timer, TimerQueue
 from gregor.broker.coordinator.topic_log import APPEND_ERRORS
+from gregor.client.timeouts import Timeout, TimerQueue
 from gregor.protocol.apis import ApiKey
 from gregor.protocol.apis.consumer_group_heartbeat import new_member_id
 from gregor.protocol.errors import ErrorCode
@@ -98,8 +98,8 @@ class ConsumerHeartbeats:
         self.config = config
         self.manager = manager
         self.timers = timers
-        self._sessions: dict[tuple[str, str], Timer] = {}
-        self._revocations: dict[tuple[str, str], Timer] = {}
+        self._sessions: dict[tuple[str, str], Timeout] = {}
+        self._revocations: dict[tuple[str, str], Timeout] = {}
 
     # -- the request ---------------------------------------------------------------------
 

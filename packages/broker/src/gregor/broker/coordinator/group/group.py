@@ -35,7 +35,7 @@ from gregor.broker.coordinator.group.results import (
     SyncResult,
 )
 from gregor.broker.coordinator.group.state import VALID_PREVIOUS, GroupState
-from gregor.broker.coordinator.timers import Timer
+from gregor.client.timeouts import Timeout
 from gregor.protocol.consumer_protocol import PROTOCOL_TYPE, ConsumerProtocolSubscription
 from gregor.protocol.errors import DecodeError, ErrorCode
 from gregor.protocol.primitives import INT16
@@ -70,11 +70,11 @@ class GroupMetadata:
         # Set while an initial rebalance may be extended for members still arriving.
         self.new_member_added = False
         # The rebalance in progress (a delayed join) and the wait for every SyncGroup.
-        self.join_timer: Timer | None = None
+        self.join_timer: Timeout | None = None
         self.join_is_initial = False
         self.join_delay_ms = 0
         self.initial_delay_remaining_ms = 0
-        self.sync_timer: Timer | None = None
+        self.sync_timer: Timeout | None = None
         self.sync_generation = -1
         # A group of the KIP-848 consumer protocol (its members are there, not in `members`).
         self.consumer: ConsumerGroup | None = None

@@ -13,7 +13,7 @@ from gregor.broker.coordinator.group.results import (
     Reply,
     SyncResult,
 )
-from gregor.broker.coordinator.timers import Timer
+from gregor.client.timeouts import Timeout
 
 Protocols = Sequence[tuple[str, bytes]]
 
@@ -90,7 +90,7 @@ class MemberMetadata:
         self.is_new = False
         # Set by anything that proves the member alive; the session timer checks it.
         self.heartbeat_satisfied = False
-        self.heartbeat_timer: Timer | None = None
+        self.heartbeat_timer: Timeout | None = None
 
     @classmethod
     def joining(cls, member_id: str, join: JoinRequest) -> MemberMetadata:

@@ -52,9 +52,9 @@ from gregor.broker.coordinator.group.results import (
     SyncResult,
 )
 from gregor.broker.coordinator.group.state import GroupState
-from gregor.broker.coordinator.timers import TimerQueue
 from gregor.broker.coordinator.topic_log import PartitionRole, TopicLog
 from gregor.broker.topic_names import CONSUMER_OFFSETS
+from gregor.client.timeouts import TimerQueue
 from gregor.protocol.apis import ApiKey
 from gregor.protocol.errors import ErrorCode
 

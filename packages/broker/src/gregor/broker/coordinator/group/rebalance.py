@@ -30,8 +30,8 @@ from gregor.broker.coordinator.group.results import (
     SyncResult,
 )
 from gregor.broker.coordinator.group.state import GroupState
-from gregor.broker.coordinator.timers import TimerQueue
 from gregor.broker.topic_names import CONSUMER_OFFSETS
+from gregor.client.timeouts import TimerQueue
 from gregor.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
