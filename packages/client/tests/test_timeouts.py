@@ -1,6 +1,6 @@
 """Timeouts as heap entries served by one task per trio run: each callback runs once, at
 its deadline and in deadline order, never after it was cancelled, and cancelled entries
-do not pile up."""
+do not pile up; and a Wakeup's wait, which uses them."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import trio.testing
 
 from gregor.client import timeouts
 from gregor.client.timeouts import call_at, pending_timeouts
+from gregor.client.wakeup import Wakeup
 
 
 def run(test: Callable[[], Awaitable[None]]) -> None:
@@ -104,3 +105,23 @@ def test_each_trio_run_has_its_own_timer() -> None:
 
     run(main)
     run(main)  # a timer task of the first run would be gone: this one starts its own
+
+
+def test_a_wakeup_wait_ends_when_set_or_at_its_timeout() -> None:
+    async def main() -> None:
+        wakeup = Wakeup()
+        wakeup.bind()
+        start = trio.current_time()
+        assert await wakeup.wait(2) is False  # nobody set it
+        assert trio.current_time() - start == 2 and pending_timeouts() == 0
+        wakeup.clear()
+        assert await wakeup.wait(0) is False  # just a look
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(wakeup.wait, 30)
+            await trio.sleep(1)
+            wakeup.set()
+        assert trio.current_time() - start == 3 and pending_timeouts() == 0
+        assert await wakeup.wait(30) is True  # still set: at once
+        assert trio.current_time() - start == 3
+
+    run(main)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import trio
 
+from gregor.client.timeouts import call_at
+
 
 class Wakeup:
     def __init__(self) -> None:
@@ -47,8 +49,17 @@ class Wakeup:
             self._event = trio.Event()
 
     async def wait(self, timeout: float) -> bool:
-        """Until set or `timeout` seconds (none left: just a look); True if it was set."""
-        with trio.move_on_after(max(timeout, 0.0)):
-            await self._event.wait()
-            return True
-        return False
+        """Until set or `timeout` seconds (none left: just a look); True if it was set.
+        The timeout sets the event too (its entry in gregor.client.timeouts is cheaper
+        than a cancel scope per wait), so a waiter clears it after waking, as each does."""
+        event = self._event
+        if timeout <= 0 or event.is_set():
+            await trio.lowlevel.checkpoint()
+            return event.is_set()
+        expiry = call_at(trio.current_time() + timeout, event.set)
+        try:
+            await event.wait()
+        finally:
+            timed_out = not expiry.pending
+            expiry.cancel()
+        return not timed_out
