@@ -1,25 +1,28 @@
 """Bad input on TLS and SASL listeners, on the wire: garbage before the TLS handshake, SASL
 requests out of order, an oversized SASL token, a wrong password, an unknown mechanism, a
 replayed SCRAM exchange. Each is refused as Kafka refuses it and its connection closed;
-other connections go on and the broker stays up. Also the exchanges Kafka clients use:
-SaslHandshake v0 with bare tokens, and SaslAuthenticate v0 to v2."""
+other connections go on and the broker stays up. An idle TLS connection is closed too.
+Also the exchanges Kafka clients use: SaslHandshake v0 with bare tokens, and
+SaslAuthenticate v0 to v2."""
 
 from __future__ import annotations
 
 import ssl
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from gregor.client.security import SaslCredentials, ScramClient
-from gregor.devcluster import LocalCluster
+from gregor.devcluster import LocalCluster, ZooKeeper
 from gregor.protocol.apis.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from gregor.protocol.apis.metadata import MetadataRequest, MetadataResponse
 from gregor.protocol.apis.sasl_authenticate import SaslAuthenticateRequest
 from gregor.protocol.apis.sasl_handshake import SaslHandshakeRequest
 from gregor.protocol.errors import ErrorCode
 from gregor_testing.cluster import WireClient
-from gregor_testing.security import USERS, Pki
+from gregor_testing.security import USERS, Pki, mtls_context, running_secure_cluster
 
 PLAIN_TOKEN = b"\0alice\0" + USERS["alice"].encode()
 
@@ -181,3 +184,25 @@ def test_sasl_handshake_v0_with_bare_tokens(secure_cluster: LocalCluster) -> Non
         token = b"\0alice\0wrong"
         conn.sock.sendall(len(token).to_bytes(4, "big") + token)
         assert conn.closed_by_broker()
+
+
+def test_an_idle_tls_connection_is_closed(
+    request: pytest.FixtureRequest, tmp_path: Path, zookeeper: ZooKeeper, pki: Pki
+) -> None:
+    """connections.max.idle.ms on a TLS listener: after its answer, a connection that sends
+    nothing more is closed; one that keeps asking is not (the idle close wakes the wait
+    for the next request, through the TLS stream)."""
+    idle = {"connections.max.idle.ms": "1000"}
+    with running_secure_cluster(request, tmp_path, zookeeper, pki, 1, idle) as cluster:
+        broker = cluster.broker(0)
+        with (
+            WireClient(broker, listener="SSL", ssl_context=mtls_context(pki)) as quiet,
+            WireClient(broker, listener="SSL", ssl_context=mtls_context(pki)) as busy,
+        ):
+            assert quiet.request(ApiVersionsRequest(), 2).error_code == 0
+            began = time.monotonic()
+            while time.monotonic() - began < 2.5:  # past the idle time, asking all along
+                assert busy.request(ApiVersionsRequest(), 2).error_code == 0
+                time.sleep(0.2)
+            assert quiet.closed_by_broker()
+            assert busy.request(ApiVersionsRequest(), 2).error_code == 0
