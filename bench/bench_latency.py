@@ -247,8 +247,8 @@ def main() -> int:
                 urls.append(f"{listener}/metrics")
             cluster.start()
             try:
-                one_leader = [range(brokers)] * args.partitions if args.one_leader else None
-                create_topic(cluster, TOPIC, args.partitions, brokers, one_leader)
+                assignment = [range(brokers)] * args.partitions if args.one_leader else None
+                create_topic(cluster, TOPIC, args.partitions, brokers, assignment)
                 pids = [b.pid for b in cluster.brokers if b.pid is not None]
                 for rate in args.loads:
                     before, began = cpu_seconds(pids), time.monotonic()

@@ -146,8 +146,6 @@ def _queue() -> TimerQueue:
 
 def call_at(deadline: float, callback: Callable[..., object], *args: Any) -> Timeout:
     """`TimerQueue.call_at` on this trio run's own queue."""
-    if deadline == math.inf:
-        return NEVER
     return _queue().call_at(deadline, callback, *args)
 
 
