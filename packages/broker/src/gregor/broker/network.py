@@ -45,6 +45,7 @@ import logging
 import math
 import os
 import socket
+import ssl
 import time
 from collections.abc import Awaitable, Mapping
 from typing import Any
@@ -243,7 +244,19 @@ class Connection:
         try:
             await tls.do_handshake()
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-            log.info("TLS handshake with %s failed: %r", self, exc.__cause__ or exc)
+            cause = exc.__cause__ or exc
+            if isinstance(cause, ssl.SSLEOFError | ssl.SSLZeroReturnError):
+                # No alert, just a hang-up: OpenSSL versions name it differently (unexpected
+                # EOF, or a closed connection), and a client that refuses this broker's
+                # certificate often leaves so.
+                log.info(
+                    "TLS handshake with %s failed: the client closed the connection (%r); "
+                    "does it trust this broker's certificate?",
+                    self,
+                    cause,
+                )
+            else:
+                log.info("TLS handshake with %s failed: %r", self, cause)
             return False
         self.tls = tls
         self.frames = StreamFrameReceiver(tls, self.frames.max_frame_size)
