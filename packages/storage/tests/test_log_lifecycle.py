@@ -256,6 +256,23 @@ def test_leftovers_of_interrupted_work_are_cleaned(open_test_log: LogOpener, log
     assert leftovers == [] and not (log_dir / "00000000000000000077.index").exists()
 
 
+def test_a_new_leader_epoch_is_written_or_takes_the_log_offline(
+    open_test_log: LogOpener, log_dir: Path
+) -> None:
+    log = open_test_log()
+    _append(log, 2)
+    assert log.begin_epoch(3) == 2  # it starts at the log end
+    assert log.epoch_cache.entries() == [(0, 0), (3, 2)]
+    assert (log.dir / "leader-epoch-checkpoint").read_text().split("\n")[2:4] == ["0 0", "3 2"]
+    failures: list[OSError] = []
+    log.on_io_error = lambda _log, exc: failures.append(exc)
+    # The disk goes from under the log: its checkpoint cannot be written.
+    log.dir.rename(log_dir.parent / "gone")
+    with pytest.raises(KafkaStorageError, match="leader epoch checkpoint"):
+        log.begin_epoch(4)
+    assert log.offline and len(failures) == 1 and failures[0].errno == errno.ENOENT
+
+
 def test_io_errors_take_the_log_offline(open_test_log: LogOpener) -> None:
     log = open_test_log()
     _append(log, 1)

@@ -242,13 +242,21 @@ class ReplicaFetcher:
             state.delayed_until = trio.current_time() + self.backoff
 
     def _current(self, key: Key, state: PartitionFetchState) -> Partition | None:
-        """The partition, if the fetcher still follows it in the same epoch."""
+        """The partition, if the fetcher still follows it in the same epoch.
+
+        A state still held whose partition moved on (gone, led here, another epoch) until
+        the broker replaces or removes it rests for a backoff: nothing is sent for it, so
+        the loop must wait for it, not spin (which would starve the whole broker)."""
         if self.states.get(key) is not state:
             return None
         partition = self.manager.partition(*key)
-        if partition is None or partition.log is None or partition.is_leader:
-            return None
-        if partition.leader_epoch != state.leader_epoch:
+        if (
+            partition is None
+            or partition.log is None
+            or partition.is_leader
+            or partition.leader_epoch != state.leader_epoch
+        ):
+            self._delay(key, state)
             return None
         return partition
 

@@ -212,6 +212,10 @@ class Partition:
         now = now_ms()
         new_leader = not self.is_leader
         new_epoch = state.leader_epoch > self.leader_epoch
+        # The epoch's start first, the one step that writes: if the disk fails it, the
+        # partition stays as it was (and KafkaStorageError reaches the caller).
+        # A follower with entries of a later epoch than this log has can then truncate.
+        start = local_log.begin_epoch(state.leader_epoch) if new_epoch else 0
         self.log = local_log
         self.controller_epoch = state.controller_epoch
         self.replicas = tuple(state.replicas)
@@ -220,9 +224,6 @@ class Partition:
         followers = [r for r in self.replicas if r != self.local_id]
         self.followers = {r: self.followers.get(r) or FollowerState(r) for r in followers}
         if new_epoch:
-            start = local_log.log_end_offset
-            # A follower with entries of a later epoch than this log has can then truncate.
-            local_log.epoch_cache.assign(state.leader_epoch, start)
             for follower in self.followers.values():
                 follower.reset(now, start, new_leader, follower.broker_id in self.isr)
             self.leader_epoch = state.leader_epoch

@@ -729,6 +729,17 @@ class Log:
         self._positions.clear()
         self.deletions.schedule(paths, self.clock() + self.config.file_delete_delay_ms)
 
+    # -- leader epochs --------------------------------------------------------------------------
+
+    def begin_epoch(self, epoch: int) -> int:
+        """A new leader's `epoch` starts at the log end offset, which is returned; the leader
+        epoch checkpoint is written. A write that fails takes the log offline (as an append
+        does) and raises KafkaStorageError."""
+        with self._lock, self._io("leader epoch checkpoint"):
+            start = self._leo
+            self.epoch_cache.assign(epoch, start)
+            return start
+
     # -- truncation (followers) -----------------------------------------------------------------
 
     def truncate_to(self, target: int) -> bool:
