@@ -244,9 +244,9 @@ class ReplicaFetcher:
     def _current(self, key: Key, state: PartitionFetchState) -> Partition | None:
         """The partition, if the fetcher still follows it in the same epoch.
 
-        A state still held whose partition moved on (gone, led here, another epoch) until
-        the broker replaces or removes it rests for a backoff: nothing is sent for it, so
-        the loop must wait for it, not spin (which would starve the whole broker)."""
+        If the partition moved on (gone, led here, another epoch) while its state is still
+        held, the state rests a backoff until the broker replaces or removes it: nothing is
+        sent for it, so the loop must wait rather than spin (which starves the broker)."""
         if self.states.get(key) is not state:
             return None
         partition = self.manager.partition(*key)
