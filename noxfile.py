@@ -457,8 +457,9 @@ def bench_peers(session: nox.Session) -> None:
 @nox.session
 def bench_latency(session: nox.Session) -> None:
     """End-to-end latency, produce to consume, at 1k, 10k and 100k records/s of 100 bytes:
-    acks=all and acks=1 on 3 brokers (RF=3), then one broker; p50/p99/p99.9/max
-    (--seconds S, --loads R ..., --settings BROKERS:ACKS ...)."""
+    acks=all and acks=1 on 3 brokers (RF=3), then one broker; p50/p99/p99.9/max; each
+    under the default scheduling policy and under SCHED_BATCH (--seconds S, --loads R ...,
+    --settings BROKERS:ACKS ..., --policies other|batch ...)."""
     install(session, *PACKAGES, extra=[*LAUNCHER, "confluent-kafka>=2.4"])
     session.run("python", "bench/bench_latency.py", *session.posargs)
 

@@ -356,6 +356,19 @@ def run_queue_seconds(pids: list[int]) -> float:
     return total / 1e9
 
 
+def preemptions(pids: list[int]) -> int:
+    """Times the processes' threads were taken off a core while still ready to run, so far
+    (Linux /proc/<pid>/task/<tid>/status, nonvoluntary_ctxt_switches): each is a wait
+    for a core to come back."""
+    total = 0
+    for pid in pids:
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            with contextlib.suppress(OSError):  # a thread that just ended
+                status = (task / "status").read_text()
+                total += int(status.rsplit("nonvoluntary_ctxt_switches:", 1)[1].split()[0])
+    return total
+
+
 def machine_busy_seconds() -> float:
     """CPU time every core of the machine spent not idle so far (Linux /proc/stat): what
     the brokers, the clients and everything else used together."""

@@ -16,16 +16,28 @@ requests the brokers answered a second, from their Prometheus counters: Produce,
 FetchFollower (replication) and FetchConsumer, with the records a Produce carried; each
 Produce starts a replication round, so these count the rounds the CPU pays for. The first
 second of each run is a warm-up, not counted. Goal: p99 <= 5 ms at 10,000 records/s with
-acks=all. `--one-leader` makes the first broker lead every partition (the others follow
-them all) in place of the controller's spread: the same records and replicas, in fewer
-and larger replication rounds.
+acks=all.
+
+Every setting runs twice: under the kernel's default scheduling policy (SCHED_OTHER), then
+with every process of the run under SCHED_BATCH (`chrt -b 0`, no privilege needed):
+ZooKeeper, the brokers and both clients inherit the policy of the thread that starts
+them. A process woken under SCHED_OTHER may take the core from the one that woke it at
+once; SCHED_BATCH lets the running one go on until it blocks or its time slice ends. On a
+machine where three brokers and two clients share two cores, each message between them
+is such a wake-up. Beside the CPU and the wait for a core, the brokers' preemptions a
+second (each broker's threads taken off a core while still ready to run) show it.
+`--policies` picks one. `--one-leader` makes the first broker lead every partition (the
+others follow them all) in place of the controller's spread: the same records and
+replicas, in fewer and larger replication rounds.
 
     python bench/bench_latency.py [--seconds S] [--loads R ...] [--partitions P] [--one-leader]
+                                  [--settings BROKERS:ACKS ...] [--policies other|batch ...]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import os
 import sys
@@ -33,11 +45,12 @@ import tempfile
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 # the benchmarks' shared helpers: this script runs from bench/, beside bench_broker
-from bench_broker import cpu_seconds, machine_busy_seconds, run_queue_seconds
+from bench_broker import cpu_seconds, machine_busy_seconds, preemptions, run_queue_seconds
 
 TOPIC = "latency"
 SIZE = 100
@@ -47,6 +60,19 @@ GOAL_MS = 5.0
 SETTINGS = [(3, "all"), (3, "1"), (1, "1")]  # (brokers, acks)
 COUNTED = ("Produce", "FetchFollower", "FetchConsumer")  # requests counted per load
 REQUESTS_TOTAL = "kafka_network_requestmetrics_requests_total"
+POLICIES = {"other": os.SCHED_OTHER, "batch": os.SCHED_BATCH}
+
+
+@contextlib.contextmanager
+def scheduled(policy: str) -> Iterator[None]:
+    """The calling thread under `policy` (a POLICIES name) meanwhile: so is every process
+    and thread it starts, which inherit it."""
+    before = os.sched_getscheduler(0)
+    os.sched_setscheduler(0, POLICIES[policy], os.sched_param(0))
+    try:
+        yield
+    finally:
+        os.sched_setscheduler(0, before, os.sched_param(0))
 
 
 def producer(
@@ -206,9 +232,6 @@ def run_load(
 
 
 def main() -> int:
-    from gregor.devcluster import LocalCluster, create_topic
-    from gregor.devcluster.ports import LOOPBACK, free_port
-
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=6.0, help="per load, warm-up included")
     parser.add_argument("--loads", type=int, nargs="*", default=[1_000, 10_000, 100_000])
@@ -222,6 +245,10 @@ def main() -> int:
         "--settings", nargs="*", default=[f"{b}:{a}" for b, a in SETTINGS],
         help="brokers:acks ...",
     )  # fmt: skip
+    parser.add_argument(
+        "--policies", nargs="*", choices=list(POLICIES), default=list(POLICIES),
+        help="the scheduling policy of every process of a run, one run each",
+    )  # fmt: skip
     args = parser.parse_args()
     print(
         f"{SIZE}-byte records, {args.partitions} partitions, RF = brokers, "
@@ -229,60 +256,72 @@ def main() -> int:
         f"linger.ms={args.linger_ms:g}, "
         f"{args.seconds:g} s per load (the first {WARM_UP:g} s not counted); milliseconds"
     )
-    header = f"{'brokers':>7} {'acks':>4} {'offered':>8} {'achieved':>9}"
+    header = f"{'policy':>6} {'brokers':>7} {'acks':>4} {'offered':>8} {'achieved':>9}"
     header += "".join(f"{c:>10}" for c in ("p50", "p99", "p99.9", "max", "ack p50", "ack p99"))
     header += "  brokers' CPU  brokers' wait  machine's CPU"
     print(header)
     verdicts = []
-    for setting in args.settings:
-        brokers, acks = int(setting.split(":")[0]), setting.split(":")[1]
-        with tempfile.TemporaryDirectory(prefix="bench-latency-") as tmp:
-            cluster = LocalCluster(
-                Path(tmp), brokers, properties={"gregor.metrics.log.interval.ms": "0"}
-            )
-            urls = []
-            for broker in cluster.brokers:
-                listener = f"http://{LOOPBACK}:{free_port()}"
-                broker.extra["metrics.prometheus.listener"] = listener
-                urls.append(f"{listener}/metrics")
-            cluster.start()
-            try:
-                assignment = [range(brokers)] * args.partitions if args.one_leader else None
-                create_topic(cluster, TOPIC, args.partitions, brokers, assignment)
-                pids = [b.pid for b in cluster.brokers if b.pid is not None]
-                for rate in args.loads:
-                    before, began = cpu_seconds(pids), time.monotonic()
-                    busy, queued = machine_busy_seconds(), run_queue_seconds(pids)
-                    answered = requests_answered(urls)
-                    achieved, e2e, ack = run_load(
-                        cluster.bootstrap_servers, acks, args.linger_ms, args.partitions, rate,
-                        args.seconds,
-                    )  # fmt: skip
-                    took = time.monotonic() - began
-                    cpu = (cpu_seconds(pids) - before) / took
-                    machine = (machine_busy_seconds() - busy) / took
-                    wait = (run_queue_seconds(pids) - queued) / took
-                    answered = requests_answered(urls) - answered
-                    print(
-                        f"{brokers:>7} {acks:>4} {rate:>8,} {achieved:>9,.0f}"
-                        + "".join(f"{e2e[c]:>10.2f}" for c in ("p50", "p99", "p99.9", "max"))
-                        + f"{ack['p50']:>10.2f}{ack['p99']:>10.2f}  {cpu:.2f} cores"
-                        + f"    {wait:.2f} cores    {machine:.2f} of {os.cpu_count()}",
-                        flush=True,
-                    )
-                    print(
-                        request_rates(answered, int(rate * args.seconds), args.seconds), flush=True
-                    )
-                    if brokers == 3 and acks == "all" and rate == 10_000:
-                        ok = e2e["p99"] <= GOAL_MS
-                        verdicts.append(
-                            f"goal p99 <= {GOAL_MS:g} ms at 10,000/s, acks=all: "
-                            f"{e2e['p99']:.2f} ms, {'met' if ok else 'not met'}"
-                        )
-            finally:
-                cluster.stop()
+    for policy in args.policies:
+        with scheduled(policy):
+            for setting in args.settings:
+                brokers, acks = int(setting.split(":")[0]), setting.split(":")[1]
+                verdicts += run_setting(args, policy, brokers, acks)
     print("\n".join(verdicts))
     return 0
+
+
+def run_setting(args: argparse.Namespace, policy: str, brokers: int, acks: str) -> list[str]:
+    """Start a cluster of `brokers`, print a line for each load; the goal's verdict."""
+    from gregor.devcluster import LocalCluster, create_topic
+    from gregor.devcluster.ports import LOOPBACK, free_port
+
+    verdicts = []
+    with tempfile.TemporaryDirectory(prefix="bench-latency-") as tmp:
+        cluster = LocalCluster(
+            Path(tmp), brokers, properties={"gregor.metrics.log.interval.ms": "0"}
+        )
+        urls = []
+        for broker in cluster.brokers:
+            listener = f"http://{LOOPBACK}:{free_port()}"
+            broker.extra["metrics.prometheus.listener"] = listener
+            urls.append(f"{listener}/metrics")
+        cluster.start()
+        try:
+            assignment = [range(brokers)] * args.partitions if args.one_leader else None
+            create_topic(cluster, TOPIC, args.partitions, brokers, assignment)
+            pids = [b.pid for b in cluster.brokers if b.pid is not None]
+            for rate in args.loads:
+                before, began = cpu_seconds(pids), time.monotonic()
+                busy, queued = machine_busy_seconds(), run_queue_seconds(pids)
+                answered, switched = requests_answered(urls), preemptions(pids)
+                achieved, e2e, ack = run_load(
+                    cluster.bootstrap_servers, acks, args.linger_ms, args.partitions, rate,
+                    args.seconds,
+                )  # fmt: skip
+                took = time.monotonic() - began
+                cpu = (cpu_seconds(pids) - before) / took
+                machine = (machine_busy_seconds() - busy) / took
+                wait = (run_queue_seconds(pids) - queued) / took
+                answered = requests_answered(urls) - answered
+                preempted = (preemptions(pids) - switched) / took / brokers
+                print(
+                    f"{policy:>6} {brokers:>7} {acks:>4} {rate:>8,} {achieved:>9,.0f}"
+                    + "".join(f"{e2e[c]:>10.2f}" for c in ("p50", "p99", "p99.9", "max"))
+                    + f"{ack['p50']:>10.2f}{ack['p99']:>10.2f}  {cpu:.2f} cores"
+                    + f"    {wait:.2f} cores    {machine:.2f} of {os.cpu_count()}",
+                    flush=True,
+                )
+                rates = request_rates(answered, int(rate * args.seconds), args.seconds)
+                print(f"{rates}; each broker preempted {preempted:,.0f}/s", flush=True)
+                if brokers == 3 and acks == "all" and rate == 10_000:
+                    ok = e2e["p99"] <= GOAL_MS
+                    verdicts.append(
+                        f"goal p99 <= {GOAL_MS:g} ms at 10,000/s, acks=all, {policy}: "
+                        f"{e2e['p99']:.2f} ms, {'met' if ok else 'not met'}"
+                    )
+        finally:
+            cluster.stop()
+    return verdicts
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.server
 import math
 import os
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -45,11 +46,25 @@ def test_the_proc_counters_never_go_back() -> None:
             bench_broker.cpu_seconds(me),
             bench_broker.run_queue_seconds(me),
             bench_broker.machine_busy_seconds(),
+            bench_broker.preemptions(me),
         )
         for _ in range(2)
     ]
     assert all(value >= 0 for value in readings[0])
     assert all(b >= a for a, b in zip(readings[0], readings[1], strict=True))
+
+
+def test_a_scheduling_policy_is_inherited_by_the_processes_started_under_it() -> None:
+    """What the bench relies on to put ZooKeeper, the brokers and both clients under one
+    policy: set on the starting thread, inherited by a child, and undone after."""
+    before = os.sched_getscheduler(0)
+    asked = [sys.executable, "-c", "import os; print(os.sched_getscheduler(0))"]
+    for name, policy in bench_latency.POLICIES.items():
+        with bench_latency.scheduled(name):
+            assert os.sched_getscheduler(0) == policy
+            child = subprocess.run(asked, capture_output=True, text=True, check=True)
+            assert int(child.stdout) == policy
+        assert os.sched_getscheduler(0) == before
 
 
 def test_requests_answered_sums_the_brokers_prometheus_counters_by_request() -> None:
