@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
@@ -348,25 +348,23 @@ def cpu_seconds(pids: list[int]) -> float:
 def run_queue_seconds(pids: list[int]) -> float:
     """Time the processes' threads spent runnable but waiting for a core, so far (Linux
     /proc/<pid>/task/<tid>/schedstat, its second field)."""
-    total = 0
-    for pid in pids:
-        for task in Path(f"/proc/{pid}/task").glob("*"):
-            with contextlib.suppress(OSError):  # a thread that just ended
-                total += int((task / "schedstat").read_text().split()[1])
-    return total / 1e9
+    return sum(int(text.split()[1]) for text in _task_files(pids, "schedstat")) / 1e9
 
 
 def preemptions(pids: list[int]) -> int:
     """Times the processes' threads were taken off a core while still ready to run, so far
     (Linux /proc/<pid>/task/<tid>/status, nonvoluntary_ctxt_switches): each is a wait
     for a core to come back."""
-    total = 0
+    key = "nonvoluntary_ctxt_switches:"
+    return sum(int(text.rsplit(key, 1)[1].split()[0]) for text in _task_files(pids, "status"))
+
+
+def _task_files(pids: list[int], name: str) -> Iterator[str]:
+    """The text of /proc/<pid>/task/<tid>/`name` for every thread of the processes."""
     for pid in pids:
         for task in Path(f"/proc/{pid}/task").glob("*"):
             with contextlib.suppress(OSError):  # a thread that just ended
-                status = (task / "status").read_text()
-                total += int(status.rsplit("nonvoluntary_ctxt_switches:", 1)[1].split()[0])
-    return total
+                yield (task / name).read_text()
 
 
 def machine_busy_seconds() -> float:
