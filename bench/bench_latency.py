@@ -67,12 +67,12 @@ POLICIES = {"other": os.SCHED_OTHER, "batch": os.SCHED_BATCH}
 def scheduled(policy: str) -> Iterator[None]:
     """The calling thread under `policy` (a POLICIES name) meanwhile: so is every process
     and thread it starts, which inherit it."""
-    before = os.sched_getscheduler(0)
+    before, priority = os.sched_getscheduler(0), os.sched_getparam(0)
     os.sched_setscheduler(0, POLICIES[policy], os.sched_param(0))
     try:
         yield
     finally:
-        os.sched_setscheduler(0, before, os.sched_param(0))
+        os.sched_setscheduler(0, before, priority)
 
 
 def producer(
