@@ -128,3 +128,119 @@ async def test_a_fetch_without_a_session_answers_for_every_partition(
     wanted, results = await park(manager, params(None), at_end(manager))
     assert [w.partition for w in wanted] == list(range(PARTITIONS))
     assert [r.size > 0 for r in results] == [i == 3 for i in range(PARTITIONS)]
+
+
+class Clock:
+    now = 1_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def told(requests: list[FetchPartition], results: list[FetchResult]) -> list[PartitionData]:
+    """The response data of what a fetch read (records left out: only their presence counts)."""
+    told = []
+    for request, result in zip(requests, results, strict=True):
+        read = result.read
+        assert read is not None
+        told.append(
+            PartitionData(
+                partition_index=request.partition,
+                high_watermark=read.high_watermark,
+                last_stable_offset=read.last_stable_offset,
+                log_start_offset=read.log_start_offset,
+                records=b"x" if result.size else b"",
+            )
+        )
+    return told
+
+
+async def test_a_sessions_fetch_looks_only_at_what_moved(manager: ReplicaManager) -> None:
+    """With its watch in the fetch purgatory, a session's incremental fetch tests only the
+    partitions notified since its last fetch, those the last fetch did not find quiet, and
+    those the request moved; it parks on the watch, not on each partition; once a refresh
+    interval it looks at them all; forgotten partitions and closed sessions are unwatched."""
+    clock = Clock()
+    cache = FetchSessionCache(10, clock=clock, refresh_ms=1_000, purgatory=manager.fetch_purgatory)
+    requests = at_end(manager)
+    full = cache.new_context(12, 0, 0, requests, [], False)
+    results = manager.read(params(None), requests)
+    _, session_id, _ = full.finish(list(zip(requests, told(requests, results), strict=True)))
+    epoch = 0
+
+    def fetch(asked: list[FetchPartition] | None = None) -> tuple[list[int], list[int]]:
+        """One incremental fetch, answered at once: the partitions it tested, and answered."""
+        nonlocal epoch
+        epoch += 1
+        context = cache.new_context(12, session_id, epoch, asked or [], [], False)
+        quiet = context.quiet
+        assert quiet is not None
+        tested: list[int] = []
+
+        def counted(
+            fetch: FetchParams, request: FetchPartition, partition: Partition | None
+        ) -> bool:
+            tested.append(request.partition)
+            return quiet(fetch, request, partition)
+
+        fetch_params = FetchParams(
+            -1,
+            0,
+            1,
+            1 << 20,
+            FetchIsolation.HIGH_WATERMARK,
+            quiet=counted,
+            watch=context.watch,
+        )
+        (wanted, results), _ = manager.fetch_now(fetch_params, context.partitions)
+        kept = context.finish(list(zip(wanted, told(wanted, results), strict=True)))[2]
+        return sorted(tested), [r.partition for r, _ in kept]
+
+    assert fetch() == (list(range(PARTITIONS)), [])  # the first look is at all
+    assert fetch() == ([], [])
+    append(manager, 3)
+    assert fetch() == ([3], [3])
+    end = manager.partitions[("t", 3)].local_log().log_end_offset
+    # It read t-3, which stays looked at; the request moves t-3 (and t-5, to where it was).
+    assert fetch([FetchPartition("t", 3, end, 1 << 20), at_end(manager)[5]]) == ([3, 5], [])
+    assert fetch() == ([], [])
+
+    # Parked: on the watch alone, and woken by an append to any of its partitions.
+    epoch += 1
+    context = cache.new_context(12, session_id, epoch, [], [], False)
+    parked = FetchParams(
+        -1,
+        10_000,
+        1,
+        1 << 20,
+        FetchIsolation.HIGH_WATERMARK,
+        quiet=context.quiet,
+        watch=context.watch,
+    )
+    (heard, _), done = manager.fetch_now(parked, context.partitions)
+    assert heard == [] and not done
+    answered: list[tuple[list[FetchPartition], list[FetchResult]]] = []
+
+    async def wait() -> None:
+        answered.append(await manager.fetch_later(parked, context.partitions, heard))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(wait)
+        await trio.testing.wait_all_tasks_blocked()
+        assert len(manager.fetch_purgatory) == PARTITIONS
+        assert manager.fetch_purgatory.watched(("t", 7)) == 0
+        append(manager, 7)
+    [(wanted, results)] = answered
+    assert [w.partition for w in wanted] == [7] and results[0].size > 0
+    context.finish(list(zip(wanted, told(wanted, results), strict=True)))
+    assert fetch(at_end(manager)[7:8]) == ([7], [])  # read: looked at again, moved on
+
+    clock.now += 1_000  # a refresh: every partition is tested
+    assert fetch() == (list(range(PARTITIONS)), [])
+    assert fetch() == ([], [])
+
+    epoch += 1
+    cache.new_context(12, session_id, epoch, [], [("t", 2)], False)
+    assert ("t", 2) not in manager.fetch_purgatory.subscribers
+    cache.new_context(12, session_id, 0, requests, [], False)  # a full request closes it
+    assert manager.fetch_purgatory.subscribers == {}

@@ -80,3 +80,70 @@ async def test_its_timeout_is_an_entry_that_goes_when_the_wait_ends() -> None:
     done["k"] = False
     assert await purgatory.wait(["k"], lambda _: done["k"], 0.05) is False
     assert pending_timeouts() == 0 and len(purgatory) == 0
+
+
+async def test_a_subscription_keeps_what_was_notified_between_its_waits() -> None:
+    """A standing watch (an incremental fetch session's): notifications of its keys collect
+    whether or not an operation waits on it; `wait_on` first tries with those collected,
+    parks on the subscription (counted as one operation per key), and is told only the keys
+    notified since; unwatched and closed keys collect nothing."""
+    purgatory: Purgatory[str] = Purgatory("test")
+    subscription = purgatory.subscribe(["a", "b", "c"])
+    purgatory.notify("a")
+    purgatory.notify("other")
+    assert subscription.take() == {"a"} and subscription.take() == set()
+
+    told: list[set[str]] = []
+    results: list[bool] = []
+
+    def check(changed: Collection[str]) -> bool:
+        told.append(set(changed))
+        return "b" in changed
+
+    async def waiter() -> None:
+        results.append(await purgatory.wait_on(subscription, check, 30))
+
+    purgatory.notify("c")  # before the wait: its first try is told
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(waiter)
+        await trio.testing.wait_all_tasks_blocked()
+        assert told == [{"c"}] and results == []
+        assert len(purgatory) == 3 and purgatory.watched("a") == 0  # no waiter per key
+        assert pending_timeouts() == 1
+        purgatory.notify("a")
+        await trio.testing.wait_all_tasks_blocked()
+        assert told[1:] == [{"a"}] and results == []
+        purgatory.notify("b")
+    assert results == [True] and told[2:] == [{"b"}]
+    assert len(purgatory) == 0 and pending_timeouts() == 0
+
+    # No first try when nothing was notified; a timeout leaves the keys notified after it.
+    told.clear()
+    assert await purgatory.wait_on(subscription, check, 0.01) is False
+    assert told == [] and pending_timeouts() == 0
+    purgatory.notify("c")
+
+    subscription.unwatch(["c", "a"])
+    purgatory.notify("a")
+    purgatory.notify("b")
+    assert subscription.take() == {"b"}  # "c" went with its key
+    subscription.close()
+    purgatory.notify("b")
+    assert subscription.take() == set() and purgatory.subscribers == {}
+
+
+async def test_notify_all_wakes_an_operation_parked_on_a_subscription() -> None:
+    """The broker's shutdown: every parked fetch looks again, sessions' too."""
+    purgatory: Purgatory[str] = Purgatory("test")
+    subscription = purgatory.subscribe(["a"])
+    told: list[set[str]] = []
+
+    def check(changed: Collection[str]) -> bool:
+        told.append(set(changed))
+        return True
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(purgatory.wait_on, subscription, check, 30)
+        await trio.testing.wait_all_tasks_blocked()
+        purgatory.notify_all()
+    assert told == [{"a"}] and len(purgatory) == 0

@@ -10,6 +10,13 @@ records, the same high watermark, last stable offset and log start offset as it 
 told, no error. So a follower of 100 partitions of which one is written sends and receives
 one partition per round, not 100.
 
+The broker's side costs what moved too. Each session keeps a standing watch in the fetch
+purgatory on its partitions (`Subscription`): the partitions notified since its last fetch
+(appends, high watermark and leadership changes), and those its last fetch did not find
+quiet, are the only ones the next fetch tests, and it parks on the watch. Once a second a
+fetch looks at all of them, which also catches what does not notify (a log start moved by
+retention, a log gone offline).
+
 A full request (epoch 0 or -1) closes the session it names; epoch -1 asks for no new one.
 An incremental request for an unknown session gets FETCH_SESSION_ID_NOT_FOUND, one with the
 wrong epoch INVALID_FETCH_SESSION_EPOCH, one whose use of topic ids (Fetch v13+) differs from
@@ -30,6 +37,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 
 from gregor.broker.partition import Partition
+from gregor.broker.purgatory import Purgatory, Subscription
 from gregor.broker.replica_manager import FetchParams, FetchPartition
 from gregor.protocol.apis.fetch import PartitionData
 from gregor.protocol.errors import ErrorCode
@@ -43,6 +51,7 @@ FINAL_EPOCH = -1  # a full request that creates none
 EVICTION_MS = 120_000  # Kafka's min.incremental.fetch.session.eviction.ms (not configurable)
 # A follower's fetch skips its quiet partitions, so the leader does not see it caught up
 # on them; every REFRESH_MS one fetch reads them all (at most replica.lag.time.max.ms / 4).
+# A consumer's tests them all then.
 REFRESH_MS = 1_000
 INT32_MAX = 2**31 - 1
 
@@ -98,19 +107,28 @@ class FetchSession:
         "privileged",
         "refreshed_ms",
         "uses_topic_ids",
+        "watch",
     )
 
     def __init__(
-        self, session_id: int, privileged: bool, uses_topic_ids: bool, now: int, epoch: int
+        self,
+        session_id: int,
+        privileged: bool,
+        uses_topic_ids: bool,
+        now: int,
+        epoch: int,
+        watch: Subscription[Key] | None = None,
     ) -> None:
         self.id = session_id
         self.privileged = privileged  # a follower's
         self.uses_topic_ids = uses_topic_ids
         self.creation_ms = now
         self.last_used_ms = now
-        self.refreshed_ms = now  # a follower's: when every partition was last read
+        self.refreshed_ms = now  # when every partition was last looked at (a follower's: read)
         self.epoch = epoch  # the epoch the next incremental request must carry
         self.partitions: dict[Key, CachedPartition] = {}
+        # In the fetch purgatory, on every partition: those to look at in the next fetch.
+        self.watch = watch
 
     def __repr__(self) -> str:
         return (
@@ -118,9 +136,11 @@ class FetchSession:
             f"{len(self.partitions)} partitions>"
         )
 
-    def update(self, wanted: Iterable[FetchPartition], forgotten: Iterable[Key]) -> None:
+    def update(self, wanted: Iterable[FetchPartition], forgotten: Sequence[Key]) -> None:
+        asked = []
         for request in wanted:
             key = (request.topic, request.partition)
+            asked.append(key)
             cached = self.partitions.get(key)
             if cached is None:
                 self.partitions[key] = CachedPartition(request)
@@ -128,6 +148,22 @@ class FetchSession:
                 cached.request = request
         for key in forgotten:
             self.partitions.pop(key, None)
+        watch = self.watch
+        if watch is not None:
+            if forgotten:
+                watch.unwatch(forgotten)
+            if asked:
+                watch.watch(asked)  # new ones
+                watch.changed.update(asked)  # a new position: looked at now
+
+    def looked_at(self, entries: Entries) -> None:
+        """The partitions a fetch read were not quiet: its next fetch looks at them again."""
+        if self.watch is not None:
+            self.watch.changed.update((r.topic, r.partition) for r, _ in entries)
+
+    def close(self) -> None:
+        if self.watch is not None:
+            self.watch.close()
 
     def requests(self) -> list[FetchPartition]:
         return [cached.request for cached in self.partitions.values()]
@@ -145,6 +181,11 @@ class FetchContext:
 
     def __init__(self, partitions: list[FetchPartition]) -> None:
         self.partitions = partitions
+
+    @property
+    def watch(self) -> Subscription[Key] | None:
+        """The session's watch, when this fetch looks at its changed partitions only."""
+        return None
 
     @property
     def quiet(self) -> Callable[[FetchParams, FetchPartition, Partition | None], bool] | None:
@@ -193,6 +234,9 @@ class FullFetchContext(FetchContext):
             cached = CachedPartition(request)
             cached.must_respond(data)
             session.partitions[(request.topic, request.partition)] = cached
+        if session.watch is not None:
+            session.watch.watch(session.partitions)
+            session.watch.changed.update(session.partitions)  # the first look is at all
         self.cache.touch(session)
         return ErrorCode.NONE, session.id, entries
 
@@ -204,13 +248,19 @@ class IncrementalFetchContext(FetchContext):
         super().__init__(session.requests())
         self.session = session
         self.expected_epoch = session.epoch
-        self.refresh = refresh
+        self.refresh = refresh  # looks at every partition
+        if refresh and session.watch is not None:
+            session.watch.take()
+
+    @property
+    def watch(self) -> Subscription[Key] | None:
+        return None if self.refresh else self.session.watch
 
     @property
     def quiet(self) -> Callable[[FetchParams, FetchPartition, Partition | None], bool] | None:
-        # A refresh reads every partition: the leader records a follower caught up on the
-        # quiet ones too, which keeps it in their ISR once a write comes.
-        return None if self.refresh else self._quiet
+        # A follower's refresh reads every partition: the leader records it caught up on
+        # the quiet ones too, which keeps it in their ISR once a write comes.
+        return None if self.refresh and self.session.privileged else self._quiet
 
     def _quiet(
         self, params: FetchParams, request: FetchPartition, partition: Partition | None
@@ -259,6 +309,7 @@ class IncrementalFetchContext(FetchContext):
 
     def finish(self, entries: Entries, always: Collection[Key] = ()) -> tuple[int, int, Entries]:
         session = self.session
+        session.looked_at(entries)
         if session.epoch != self.expected_epoch:
             # Another request of the session came while this one waited (a duplicate).
             return ErrorCode.INVALID_FETCH_SESSION_EPOCH, session.id, []
@@ -286,11 +337,14 @@ class FetchSessionCache:
         eviction_ms: int = EVICTION_MS,
         clock: Callable[[], int] = _now_ms,
         refresh_ms: int = REFRESH_MS,
+        purgatory: Purgatory[Key] | None = None,
     ) -> None:
         self.max_entries = max_entries
+        # Where the sessions keep their watches (none: every fetch tests every partition).
+        self.purgatory = purgatory
         self.eviction_ms = eviction_ms
         self.clock = clock
-        # How often a follower's incremental fetch reads its quiet partitions as well.
+        # How often an incremental fetch looks at every partition (a follower's reads them).
         self.refresh_ms = refresh_ms
         self.sessions: dict[int, FetchSession] = {}
         self.evictions = 0
@@ -317,7 +371,7 @@ class FetchSessionCache:
         uses_topic_ids = version >= 13
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
             if session_id != INVALID_SESSION_ID:
-                self.sessions.pop(session_id, None)  # a full request closes its session
+                self._remove(session_id)  # a full request closes its session
             if epoch == FINAL_EPOCH or self.max_entries <= 0:
                 return FetchContext(wanted)
             return FullFetchContext(self, wanted, from_follower, uses_topic_ids)
@@ -330,14 +384,19 @@ class FetchSessionCache:
             return SessionErrorContext(ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
         session.update(wanted, forgotten)
         if not session.partitions:
-            del self.sessions[session.id]  # nothing left to fetch: the session ends
+            self._remove(session.id)  # nothing left to fetch: the session ends
             return FetchContext(wanted)
         now = self.touch(session)
         session.epoch = next_epoch(session.epoch)
-        refresh = session.privileged and now - session.refreshed_ms >= self.refresh_ms
+        refresh = now - session.refreshed_ms >= self.refresh_ms
         if refresh:
             session.refreshed_ms = now
         return IncrementalFetchContext(session, refresh)
+
+    def _remove(self, session_id: int) -> None:
+        session = self.sessions.pop(session_id, None)
+        if session is not None:
+            session.close()
 
     def touch(self, session: FetchSession) -> int:
         session.last_used_ms = now = self.clock()
@@ -352,8 +411,9 @@ class FetchSessionCache:
         session_id = INVALID_SESSION_ID
         while session_id == INVALID_SESSION_ID or session_id in self.sessions:
             session_id = random.randint(1, INT32_MAX - 1)
+        watch = self.purgatory.subscribe() if self.purgatory is not None else None
         session = FetchSession(
-            session_id, privileged, uses_topic_ids, now, next_epoch(INITIAL_EPOCH)
+            session_id, privileged, uses_topic_ids, now, next_epoch(INITIAL_EPOCH), watch
         )
         self.sessions[session_id] = session
         return session
@@ -385,6 +445,6 @@ class FetchSessionCache:
                 victim = None  # not worth more than the one it would evict
         if victim is None:
             return False
-        del self.sessions[victim.id]
+        self._remove(victim.id)
         self.evictions += 1
         return True

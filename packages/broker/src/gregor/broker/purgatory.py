@@ -8,6 +8,11 @@ that key checks again whether it can complete. Kafka's DelayedOperationPurgatory
 the waiting request is the handler itself, parked on an event. The check is told which keys
 changed, so an operation over many partitions looks again only at those that moved. The
 timeout is an entry in gregor.client.timeouts' heap, not a cancel scope per wait.
+
+An operation that comes back on the same keys again and again (the fetches of an incremental
+fetch session) can keep a standing `Subscription` instead: it is registered on its keys once,
+collects the keys notified between operations too, and `wait_on` parks on it. A fetch of a
+session of many partitions then neither registers on them all nor looks at them all.
 """
 
 from __future__ import annotations
@@ -34,15 +39,81 @@ class _Waiter(Generic[K]):
         self.expired = True
         self.event.set()
 
+    def take(self) -> set[K]:
+        changed, self.changed = self.changed, set()
+        return changed
+
+    async def park(
+        self, take: Callable[[], set[K]], try_complete: Callable[[Collection[K]], bool]
+    ) -> bool:
+        """Until `try_complete` of the keys `take` says were notified is true (True), or
+        the waiter expires (False)."""
+        while True:
+            await self.event.wait()
+            self.event = trio.Event()
+            changed = take()
+            if changed and try_complete(changed):
+                return True
+            if self.expired:
+                return False
+
+
+class Subscription(Generic[K]):
+    """A standing watch on some keys: `changed` collects those notified until `take`
+    empties it, whether or not an operation is waiting on it."""
+
+    __slots__ = ("_purgatory", "changed", "keys", "waiter")
+
+    def __init__(self, purgatory: Purgatory[K]) -> None:
+        self._purgatory = purgatory
+        self.keys: set[K] = set()
+        self.changed: set[K] = set()
+        self.waiter: _Waiter[K] | None = None  # the operation parked on it (`wait_on`)
+
+    def watch(self, keys: Iterable[K]) -> None:
+        subscribers = self._purgatory.subscribers
+        for key in keys:
+            if key not in self.keys:
+                self.keys.add(key)
+                subscribers.setdefault(key, set()).add(self)
+
+    def unwatch(self, keys: Iterable[K]) -> None:
+        subscribers = self._purgatory.subscribers
+        for key in keys:
+            if key not in self.keys:
+                continue
+            self.keys.discard(key)
+            self.changed.discard(key)
+            subscription = subscribers.get(key)
+            if subscription is not None:
+                subscription.discard(self)
+                if not subscription:
+                    del subscribers[key]
+
+    def close(self) -> None:
+        self.unwatch(list(self.keys))
+
+    def take(self) -> set[K]:
+        """The keys notified since the last take."""
+        changed, self.changed = self.changed, set()
+        return changed
+
 
 class Purgatory(Generic[K]):
     def __init__(self, name: str) -> None:
         self.name = name
         self._watchers: dict[K, set[_Waiter[K]]] = {}
+        self.subscribers: dict[K, set[Subscription[K]]] = {}
+        self._parked: set[Subscription[K]] = set()  # subscriptions an operation waits on
 
     def __len__(self) -> int:
         """How many operations are waiting (an operation on several keys counts once each)."""
-        return sum(len(w) for w in self._watchers.values())
+        return sum(len(w) for w in self._watchers.values()) + sum(len(s.keys) for s in self._parked)
+
+    def subscribe(self, keys: Iterable[K] = ()) -> Subscription[K]:
+        subscription = Subscription(self)
+        subscription.watch(keys)
+        return subscription
 
     def watched(self, key: K) -> int:
         return len(self._watchers.get(key, ()))
@@ -66,14 +137,7 @@ class Purgatory(Generic[K]):
             self._watchers.setdefault(key, set()).add(waiter)
         expiry = call_at(trio.current_time() + timeout, waiter.expire)
         try:
-            while True:
-                await waiter.event.wait()
-                waiter.event = trio.Event()
-                changed, waiter.changed = waiter.changed, set()
-                if changed and try_complete(changed):
-                    return True
-                if waiter.expired:
-                    return False
+            return await waiter.park(waiter.take, try_complete)
         finally:
             expiry.cancel()
             for key in watched:
@@ -83,6 +147,31 @@ class Purgatory(Generic[K]):
                     if not waiters:
                         del self._watchers[key]
 
+    async def wait_on(
+        self,
+        subscription: Subscription[K],
+        try_complete: Callable[[Collection[K]], bool],
+        timeout: float,
+    ) -> bool:
+        """`wait` on a subscription's keys: tried now with the keys notified since the last
+        take (if any), then after each notification with those notified since."""
+        changed = subscription.take()
+        if changed and try_complete(changed):
+            return True
+        if timeout <= 0:
+            return False
+        waiter: _Waiter[K] = _Waiter()
+        subscription.waiter = waiter
+        self._parked.add(subscription)
+        expiry = call_at(trio.current_time() + timeout, waiter.expire)
+        try:
+            return await waiter.park(subscription.take, try_complete)
+        finally:
+            expiry.cancel()
+            if subscription.waiter is waiter:
+                subscription.waiter = None
+                self._parked.discard(subscription)
+
     def notify(self, key: K) -> None:
         """Something changed for `key`: every operation watching it checks again."""
         waiters = self._watchers.get(key)
@@ -90,7 +179,13 @@ class Purgatory(Generic[K]):
             for waiter in waiters:
                 waiter.changed.add(key)
                 waiter.event.set()
+        subscriptions = self.subscribers.get(key)
+        if subscriptions:
+            for subscription in subscriptions:
+                subscription.changed.add(key)
+                if subscription.waiter is not None:
+                    subscription.waiter.event.set()
 
     def notify_all(self) -> None:
-        for key in list(self._watchers):
+        for key in [*self._watchers, *self.subscribers]:
             self.notify(key)

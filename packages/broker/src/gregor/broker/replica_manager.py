@@ -35,7 +35,7 @@ from gregor.broker.fetcher import FetcherManager
 from gregor.broker.metadata_cache import MetadataCache
 from gregor.broker.metrics import Metrics
 from gregor.broker.partition import Partition, ReadResult, now_ms
-from gregor.broker.purgatory import Purgatory
+from gregor.broker.purgatory import Purgatory, Subscription
 from gregor.broker.replica_selector import SELECTORS, preferred_read_replica
 from gregor.broker.replication_quotas import ReplicationQuotas
 from gregor.broker.topic_names import INTERNAL_TOPICS
@@ -134,6 +134,10 @@ class FetchParams:
     # An incremental fetch session's test: the partition has nothing new for this fetcher
     # (nothing to read, nothing it was not told): it is neither read nor answered.
     quiet: Callable[[FetchParams, FetchPartition, Partition | None], bool] | None = None
+    # The session's standing watch on its partitions in the fetch purgatory: its `changed`
+    # holds those notified, or not found quiet, since its last fetch. The fetch looks at
+    # those only (the others are still quiet), and parks on it.
+    watch: Subscription[Key] | None = None
     # A consumer's Fetch v11+ (KIP-392): its rack ("" if none) and the listener it came on.
     # It may read from a follower, and the leader may name it a preferred read replica.
     client_rack: str | None = None
@@ -639,6 +643,11 @@ class ReplicaManager:
         wanted = self.audible(params, requests)
         return wanted, self.read(params, wanted)
 
+    def _watch(self, params: FetchParams) -> Subscription[Key] | None:
+        if params.quiet is None or (params.client_rack and self.replica_selector is not None):
+            return None  # every partition is read
+        return params.watch
+
     def fetch_now(
         self, params: FetchParams, requests: Sequence[FetchPartition]
     ) -> tuple[Fetched, bool]:
@@ -649,7 +658,14 @@ class ReplicaManager:
         quiet partitions' positions (at the log end, so caught up) are recorded when its
         session's context turns the quiet test off, once a second.
         """
-        wanted = self.audible(params, requests)
+        watch = self._watch(params)
+        if watch is None:
+            wanted = self.audible(params, requests)
+        else:
+            changed = watch.take()
+            wanted = self.audible(
+                params, [r for r in requests if (r.topic, r.partition) in changed]
+            )
         if params.from_follower:
             for request in wanted:
                 partition = self.partitions.get((request.topic, request.partition))
@@ -672,11 +688,16 @@ class ReplicaManager:
         notified since the last look, and reads those and the ones read before: the others
         have not moved, so they are still quiet. (Kafka's DelayedFetch looks at them all; a
         follower's session of many idle partitions made that the leader's main cost.) A
-        fetch without a session read them all, so reads them all again.
+        fetch without a session read them all, so reads them all again. A fetch in a
+        session parks on the session's watch, which is registered on its partitions
+        already, rather than on each of them.
         """
         wanted = list(heard)
         latest: list[FetchResult] = []
         keys = [(r.topic, r.partition) for r in requests]
+        watch = self._watch(params)
+        # A session's fetch: every partition it looked at (those it reads when it answers).
+        looking = {(r.topic, r.partition) for r in heard}
 
         def among(chosen: Collection[Key]) -> Sequence[FetchPartition]:
             """The requests for `chosen`, in request order (all of them on the first look)."""
@@ -691,15 +712,29 @@ class ReplicaManager:
                 wanted = list(requests)
                 latest = [FetchResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)] * len(wanted)
                 return True
+            if watch is not None:
+                looking.update(changed)
             if self._nothing_new(params, among(changed)):  # the cheaper test first
                 return False
-            moved = {*changed, *((r.topic, r.partition) for r in wanted)}
+            if watch is None:
+                moved = {*changed, *((r.topic, r.partition) for r in wanted)}
+            else:
+                moved = looking  # with those a wake-up found nothing new in: their HW moved
             wanted, latest = self._read_audible(params, among(moved))
             return self._respond_now(params, requests, latest)
 
-        if not await self.fetch_purgatory.wait(keys, check, params.max_wait_ms / 1000):
-            return self._read_audible(params, requests)  # max_wait passed: what there is now
-        return wanted, latest
+        if watch is None:
+            if not await self.fetch_purgatory.wait(keys, check, params.max_wait_ms / 1000):
+                return self._read_audible(params, requests)  # max_wait passed: what there is
+            return wanted, latest
+        try:
+            if await self.fetch_purgatory.wait_on(watch, check, params.max_wait_ms / 1000):
+                return wanted, latest
+        except BaseException:
+            watch.changed |= looking  # not answered (cancelled): looked at next time
+            raise
+        looking |= watch.take()
+        return self._read_audible(params, among(looking))
 
     def _nothing_new(self, params: FetchParams, requests: Sequence[FetchPartition]) -> bool:
         """A parked fetch woken up with nothing to read yet: every partition still leads

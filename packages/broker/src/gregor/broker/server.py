@@ -136,6 +136,7 @@ class Broker:
             fetch_sessions=FetchSessionCache(
                 config.max_incremental_fetch_session_cache_slots,
                 refresh_ms=min(REFRESH_MS, config.replica_lag_time_max_ms // 4),
+                purgatory=self.replica_manager.fetch_purgatory,
             ),
             group_coordinator=self.group_coordinator,
             transaction_coordinator=self.transaction_coordinator,

@@ -71,6 +71,7 @@ async def fetch(ctx: RequestContext, request: FetchRequest, version: int) -> Fet
         isolation=isolation,
         hard_max_bytes_limit=version <= 2,
         quiet=context.quiet,
+        watch=context.watch,
         # Kafka's ClientMetadata: a v11+ consumer may read followers (KIP-392).
         client_rack=request.rack_id if version >= 11 and not from_follower else None,
         listener=ctx.listener,
