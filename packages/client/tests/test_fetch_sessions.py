@@ -59,3 +59,23 @@ def test_a_lost_connection_makes_the_next_request_full() -> None:
     handler.handle_error()
     request = handler.build(wanted)
     assert (request.session_id, request.session_epoch, sent(request)) == (5, 0, {("a", 0): 1})
+
+
+def test_an_incremental_request_from_the_changes_alone() -> None:
+    """`build_changed`: the partitions of the last request, of which the caller names those
+    that may have moved; only those that did are sent. Before a session exists, or for a
+    partition the session lacks, it declines, and `build` makes the request."""
+    handler = FetchSessionHandler()
+    assert handler.build_changed({("a", 0): part(0, 5)}) is None  # no session yet
+    first = handler.build({("a", 0): part(0, 5), ("a", 1): part(1, 9)})
+    assert handler.handle_response(first, FetchResponse(session_id=77))
+    same = part(1, 9)  # equal, not identical: not sent
+    second = handler.build_changed({("a", 0): part(0, 6), ("a", 1): same})
+    assert second is not None
+    assert (second.session_id, second.session_epoch, second.forgotten) == (77, 1, [])
+    assert sent(second) == {("a", 0): 6}
+    assert handler.handle_response(second, FetchResponse(session_id=77))
+    assert handler.build_changed({("b", 0): part(0, 0)}) is None  # not in the session
+    # What it recorded is what `build` compares with next.
+    third = handler.build({("a", 0): part(0, 6), ("a", 1): part(1, 9)})
+    assert (third.session_epoch, sent(third), third.forgotten) == (2, {}, [])

@@ -9,7 +9,10 @@ with our broker id as `replica_id`, records appended as they are, the high water
 start offset taken from the leader. Fetches use an incremental fetch session (KIP-227,
 `gregor.client.fetch_sessions`): once the leader has cached the partitions, a request names
 only those whose fetch offset moved and the response carries only those with something new,
-so an idle partition costs neither side a thing per round.
+so an idle partition costs neither side a thing per round. Building the request costs what
+moved too: while every partition is fetched and none was added, removed or delayed, a
+fetcher rebuilds only the partitions the last response moved (`_Steady`), and looks at them
+all once a second.
 
 Errors per partition: an out-of-range offset resets from the leader's log start or end
 (ListOffsets); a fenced epoch drops the partition until the next LeaderAndIsr; other
@@ -76,6 +79,21 @@ class PartitionFetchState:
 
 
 THROTTLED_RETRY_S = 0.1
+# The longest a steady fetcher goes without looking at every partition: what changes no
+# state here (a follower's own log start, a throttle or fetch size configured) is sent then.
+FULL_PASS_S = 1.0
+
+
+@attrs.define(slots=True)
+class _Steady:
+    """A full pass's fetch, kept while every partition is fetched and none is added,
+    removed, delayed or throttled (`version`, until `until`): the next fetches send it again,
+    with only the partitions the last response moved rebuilt."""
+
+    wanted: dict[Key, FetchPartitionRequest]
+    sent: dict[Key, tuple[PartitionFetchState, int]]  # the state and the offset asked
+    version: int
+    until: float
 
 
 def fetcher_id(topic: str, partition: int, fetchers: int) -> int:
@@ -154,6 +172,9 @@ class ReplicaFetcher:
         self.leader_id = leader_id
         self.index = index
         self.states: dict[Key, PartitionFetchState] = {}
+        self._version = 0  # moves with every partition added, removed or delayed
+        self._steady: _Steady | None = None
+        self._moved: set[Key] = set()  # the partitions the last response was processed for
         self.stopped = False
         self._cancel = trio.CancelScope()
         self._changed = trio.Event()
@@ -174,11 +195,13 @@ class ReplicaFetcher:
 
     def add(self, key: Key, state: PartitionFetchState) -> None:
         self.states[key] = state
+        self._version += 1
         self._changed.set()
 
     def remove(self, keys: set[Key]) -> None:
         for key in keys & self.states.keys():
             del self.states[key]
+            self._version += 1
 
     def stop(self) -> None:
         self.stopped = True
@@ -204,6 +227,7 @@ class ReplicaFetcher:
                             await self._replicate(connection)
                         finally:
                             self.session.handle_error()  # the next connection's is new
+                            self._steady = None
                             await connection.aclose()
                 except* (NetworkError, ProtocolError, OSError) as group:
                     failures += group.exceptions
@@ -221,6 +245,11 @@ class ReplicaFetcher:
     async def _replicate(self, connection: BrokerConnection) -> None:
         while not self.stopped:
             now = trio.current_time()
+            steady = self._steady
+            if steady is not None and steady.version == self._version and now < steady.until:
+                await self._fetch_steady(connection, steady)
+                continue
+            self._steady = None
             ready = {k: s for k, s in self.states.items() if s.delayed_until <= now}
             if not ready:
                 await self._rest(now)
@@ -237,9 +266,12 @@ class ReplicaFetcher:
         with trio.move_on_at(wake):
             await self._changed.wait()
 
-    def _delay(self, key: Key, state: PartitionFetchState) -> None:
+    def _delay(self, key: Key, state: PartitionFetchState, seconds: float | None = None) -> None:
         if self.states.get(key) is state:
-            state.delayed_until = trio.current_time() + self.backoff
+            state.delayed_until = trio.current_time() + (
+                self.backoff if seconds is None else seconds
+            )
+            self._version += 1
 
     def _current(self, key: Key, state: PartitionFetchState) -> Partition | None:
         """The partition, if the fetcher still follows it in the same epoch.
@@ -358,7 +390,7 @@ class ReplicaFetcher:
     async def _fetch(
         self, connection: BrokerConnection, states: dict[Key, PartitionFetchState]
     ) -> None:
-        config = self.manager.config
+        """A full pass: look at every partition ready to fetch."""
         quota = self.manager.replication_quotas.follower
         wanted: dict[Key, FetchPartitionRequest] = {}
         sent: dict[Key, tuple[PartitionFetchState, int]] = {}
@@ -368,7 +400,6 @@ class ReplicaFetcher:
             partition = self._current(key, state)
             if partition is None:
                 continue
-            assert partition.log is not None
             if quota.is_throttled(*key) and self.manager.broker_id not in partition.isr:
                 # A replica catching up under follower.replication.throttled.rate.
                 if quota.exceeded():
@@ -376,29 +407,75 @@ class ReplicaFetcher:
                     continue
                 throttled.add(key)
             sent[key] = (state, state.fetch_offset)
-            asked = state.request
-            log_start = partition.log.log_start_offset
-            if (
-                asked is None
-                or asked.fetch_offset != state.fetch_offset
-                or asked.log_start_offset != log_start
-                or asked.current_leader_epoch != state.leader_epoch
-                or asked.partition_max_bytes != config.replica_fetch_max_bytes
-            ):
-                asked = state.request = FetchPartitionRequest(
-                    partition=key[1],
-                    current_leader_epoch=state.leader_epoch,
-                    fetch_offset=state.fetch_offset,
-                    log_start_offset=log_start,
-                    partition_max_bytes=config.replica_fetch_max_bytes,
-                )
-            wanted[key] = asked
+            wanted[key] = self._request(key, state, partition)
         if not sent:
             if held_back:
                 await trio.sleep(quota.throttle_s())
             return
+        if not throttled and not held_back and len(sent) == len(self.states):
+            now = trio.current_time()
+            self._steady = _Steady(wanted, sent, self._version, now + FULL_PASS_S)
+        await self._exchange(connection, wanted, sent, throttled)
+
+    async def _fetch_steady(self, connection: BrokerConnection, steady: _Steady) -> None:
+        """The last fetch again, with the partitions its response moved rebuilt."""
+        changed: dict[Key, FetchPartitionRequest] = {}
+        for key in self._moved:
+            state = self.states.get(key)
+            entry = steady.sent.get(key)
+            partition = None if state is None else self._current(key, state)
+            if partition is None or entry is None or entry[0] is not state:
+                self._steady = None  # it moved on: a full pass says what to send
+                return
+            steady.sent[key] = (state, state.fetch_offset)
+            asked = self._request(key, state, partition)
+            if steady.wanted[key] is not asked:
+                steady.wanted[key] = changed[key] = asked
+        await self._exchange(connection, steady.wanted, steady.sent, set(), changed)
+
+    def _request(
+        self, key: Key, state: PartitionFetchState, partition: Partition
+    ) -> FetchPartitionRequest:
+        """The partition's part of the Fetch: the last one's while unchanged."""
+        assert partition.log is not None
+        max_bytes = self.manager.config.replica_fetch_max_bytes
+        asked = state.request
+        log_start = partition.log.log_start_offset
+        if (
+            asked is None
+            or asked.fetch_offset != state.fetch_offset
+            or asked.log_start_offset != log_start
+            or asked.current_leader_epoch != state.leader_epoch
+            or asked.partition_max_bytes != max_bytes
+        ):
+            asked = state.request = FetchPartitionRequest(
+                partition=key[1],
+                current_leader_epoch=state.leader_epoch,
+                fetch_offset=state.fetch_offset,
+                log_start_offset=log_start,
+                partition_max_bytes=max_bytes,
+            )
+        return asked
+
+    async def _exchange(
+        self,
+        connection: BrokerConnection,
+        wanted: dict[Key, FetchPartitionRequest],
+        sent: dict[Key, tuple[PartitionFetchState, int]],
+        throttled: set[Key],
+        changed: dict[Key, FetchPartitionRequest] | None = None,
+    ) -> None:
+        """Send the Fetch for `wanted` (of which only `changed` moved, if known) and
+        process its response."""
+        config = self.manager.config
+        quota = self.manager.replication_quotas.follower
+        self._moved = set()
         version = connection.version_for(FetchRequest, max_version=FETCH_MAX_VERSION, min_version=4)
-        session = self.session.build(wanted, sessions=version >= 7)
+        session = None
+        if changed is not None and version >= 7:
+            session = self.session.build_changed(changed)
+        if session is None:
+            session = self.session.build(wanted, sessions=version >= 7)
         request = FetchRequest(
             replica_id=self.manager.broker_id,
             max_wait_ms=config.replica_fetch_wait_max_ms,
@@ -430,6 +507,7 @@ class ReplicaFetcher:
                 partition = self._current(key, state)
                 if partition is None or state.fetch_offset != offset:
                     continue  # removed, re-added or moved meanwhile
+                self._moved.add(key)
                 try:
                     await self._process(connection, key, partition, state, data)
                 except KafkaError as exc:
@@ -459,12 +537,11 @@ class ReplicaFetcher:
         elif (
             data.high_watermark > state.fetch_offset
             and self.manager.replication_quotas.leader_throttled(key[0])
-            and self.states.get(key) is state
         ):
             # Behind the high watermark and sent nothing, on a topic with a leader-side
             # replication throttle: the leader holds this replica back; ask again shortly
             # rather than at once.
-            state.delayed_until = trio.current_time() + THROTTLED_RETRY_S
+            self._delay(key, state, THROTTLED_RETRY_S)
         high_watermark = local.high_watermark
         local.update_high_watermark(min(data.high_watermark, local.log_end_offset))
         if local.high_watermark != high_watermark:
@@ -534,6 +611,7 @@ class ReplicaFetcher:
             log.info("%s-%d: %s fenced at epoch %d", key[0], key[1], what, state.leader_epoch)
             if self.states.get(key) is state:
                 del self.states[key]
+                self._version += 1
             return
         log.info("%s-%d: %s answered error %d; backing off", key[0], key[1], what, error)
         self._delay(key, state)

@@ -87,6 +87,24 @@ class FetchSessionHandler:
             [ForgottenTopic(topic=t, partitions=sorted(ps)) for t, ps in forgotten.items()],
         )
 
+    def build_changed(self, changed: dict[Key, FetchPartition]) -> FetchSessionRequest | None:
+        """The next incremental request when the partitions to fetch are the last request's,
+        of which only `changed` may have changed: it costs what changed, not the session's
+        size. None when the next request must be a full one, or `changed` names a partition
+        the session lacks: then `build` it."""
+        if self.epoch == INITIAL_EPOCH:
+            return None
+        previous = self.partitions
+        moved: dict[Key, FetchPartition] = {}
+        for key, partition in changed.items():
+            old = previous.get(key)
+            if old is None:
+                return None
+            if old is not partition and old != partition:
+                moved[key] = partition
+        previous.update(moved)
+        return FetchSessionRequest(self.session_id, self.epoch, _by_topic(moved), [])
+
     def handle_response(self, sent: FetchSessionRequest, response: FetchResponse) -> bool:
         """Move the session on; False if the response is an error for the whole request
         (nothing was read; after a session error the next request is a full one)."""
