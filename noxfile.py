@@ -459,7 +459,8 @@ def bench_latency(session: nox.Session) -> None:
     """End-to-end latency, produce to consume, at 1k, 10k and 100k records/s of 100 bytes:
     acks=all and acks=1 on 3 brokers (RF=3), then one broker; p50/p99/p99.9/max; each
     under the default scheduling policy and under SCHED_BATCH (--seconds S, --loads R ...,
-    --settings BROKERS:ACKS ..., --policies other|batch ...)."""
+    --settings BROKERS:ACKS ..., --policies other|batch ..., --repeat N: each load N times,
+    the goal's verdict on the median p99)."""
     install(session, *PACKAGES, extra=[*LAUNCHER, "confluent-kafka>=2.4"])
     session.run("python", "bench/bench_latency.py", *session.posargs)
 

@@ -26,12 +26,15 @@ once; SCHED_BATCH lets the running one go on until it blocks or its time slice e
 machine where three brokers and two clients share two cores, each message between them
 is such a wake-up. Beside the CPU and the wait for a core, the brokers' preemptions a
 second (each broker's threads taken off a core while still ready to run) show it.
-`--policies` picks one. `--one-leader` makes the first broker lead every partition (the
-others follow them all) in place of the controller's spread: the same records and
-replicas, in fewer and larger replication rounds.
+`--policies` picks one. `--repeat N` runs each load N times on the same cluster: on this
+machine the p99 moves from one run to the next by more than the goal's margin, so the
+goal's verdict is then on the median of the N runs' p99. `--one-leader` makes the first
+broker lead every partition (the others follow them all) in place of the controller's
+spread: the same records and replicas, in fewer and larger replication rounds.
 
     python bench/bench_latency.py [--seconds S] [--loads R ...] [--partitions P] [--one-leader]
                                   [--settings BROKERS:ACKS ...] [--policies other|batch ...]
+                                  [--repeat N]
 """
 
 from __future__ import annotations
@@ -148,6 +151,25 @@ def percentiles(values: list[int]) -> dict[str, float]:
     return {"p50": at(0.5), "p99": at(0.99), "p99.9": at(0.999), "max": ordered[-1] / 1e6}
 
 
+def verdict(policy: str, p99s: list[float]) -> str:
+    """The goal's verdict on the p99 of one run, or the median p99 of several."""
+    ordered = sorted(p99s)
+    middle = len(ordered) // 2
+    median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+    measured = f"{median:.2f} ms"
+    if len(ordered) > 1:
+        met = sum(p <= GOAL_MS for p in ordered)
+        measured = (
+            f"median {measured} over {len(ordered)} runs "
+            f"({ordered[0]:.2f}-{ordered[-1]:.2f}, {met} within the goal)"
+        )
+    ok = median <= GOAL_MS
+    return (
+        f"goal p99 <= {GOAL_MS:g} ms at 10,000/s, acks=all, {policy}: "
+        f"{measured}, {'met' if ok else 'not met'}"
+    )
+
+
 def requests_answered(urls: list[str]) -> Counter[str]:
     """The requests the brokers have answered, summed by name (the `request` label of
     their Prometheus endpoints at `urls`)."""
@@ -249,6 +271,10 @@ def main() -> int:
         "--policies", nargs="*", choices=list(POLICIES), default=list(POLICIES),
         help="the scheduling policy of every process of a run, one run each",
     )  # fmt: skip
+    parser.add_argument(
+        "--repeat", type=int, default=1,
+        help="runs of each load (the goal's verdict: their median p99)",
+    )  # fmt: skip
     args = parser.parse_args()
     print(
         f"{SIZE}-byte records, {args.partitions} partitions, RF = brokers, "
@@ -290,7 +316,8 @@ def run_setting(args: argparse.Namespace, policy: str, brokers: int, acks: str) 
             assignment = [range(brokers)] * args.partitions if args.one_leader else None
             create_topic(cluster, TOPIC, args.partitions, brokers, assignment)
             pids = [b.pid for b in cluster.brokers if b.pid is not None]
-            for rate in args.loads:
+            goal: list[float] = []
+            for rate in [r for r in args.loads for _ in range(max(args.repeat, 1))]:
                 before, began = cpu_seconds(pids), time.monotonic()
                 busy, queued = machine_busy_seconds(), run_queue_seconds(pids)
                 answered, switched = requests_answered(urls), preemptions(pids)
@@ -314,11 +341,9 @@ def run_setting(args: argparse.Namespace, policy: str, brokers: int, acks: str) 
                 rates = request_rates(answered, int(rate * args.seconds), args.seconds)
                 print(f"{rates}; each broker preempted {preempted:,.0f}/s", flush=True)
                 if brokers == 3 and acks == "all" and rate == 10_000:
-                    ok = e2e["p99"] <= GOAL_MS
-                    verdicts.append(
-                        f"goal p99 <= {GOAL_MS:g} ms at 10,000/s, acks=all, {policy}: "
-                        f"{e2e['p99']:.2f} ms, {'met' if ok else 'not met'}"
-                    )
+                    goal.append(e2e["p99"])
+            if goal:
+                verdicts.append(verdict(policy, goal))
         finally:
             cluster.stop()
     return verdicts

@@ -39,6 +39,22 @@ def test_percentiles_are_of_nanoseconds_in_milliseconds() -> None:
     assert math.isnan(empty["p99"]) and empty["max"] == 0.0
 
 
+def test_the_goals_verdict_is_on_one_run_or_the_median_of_several() -> None:
+    assert bench_latency.verdict("batch", [4.2]) == (
+        "goal p99 <= 5 ms at 10,000/s, acks=all, batch: 4.20 ms, met"
+    )
+    assert bench_latency.verdict("other", [5.01]).endswith(": 5.01 ms, not met")
+    # The median decides, not the best or the worst run; the spread and the count within
+    # the goal are shown.
+    assert bench_latency.verdict("batch", [9.0, 4.0, 4.5, 6.0, 4.9]) == (
+        "goal p99 <= 5 ms at 10,000/s, acks=all, batch: "
+        "median 4.90 ms over 5 runs (4.00-9.00, 3 within the goal), met"
+    )
+    assert bench_latency.verdict("batch", [4.0, 6.2, 5.8, 4.6]).endswith(
+        "median 5.20 ms over 4 runs (4.00-6.20, 2 within the goal), not met"
+    )
+
+
 def test_the_proc_counters_never_go_back() -> None:
     me = [os.getpid()]
     readings = [
