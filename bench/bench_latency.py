@@ -43,6 +43,7 @@ import argparse
 import contextlib
 import multiprocessing
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -154,8 +155,7 @@ def percentiles(values: list[int]) -> dict[str, float]:
 def verdict(policy: str, p99s: list[float]) -> str:
     """The goal's verdict on the p99 of one run, or the median p99 of several."""
     ordered = sorted(p99s)
-    middle = len(ordered) // 2
-    median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+    median = statistics.median(ordered)
     measured = f"{median:.2f} ms"
     if len(ordered) > 1:
         met = sum(p <= GOAL_MS for p in ordered)

@@ -697,7 +697,7 @@ class ReplicaManager:
         keys = [(r.topic, r.partition) for r in requests]
         watch = self._watch(params)
         # A session's fetch: every partition it looked at (those it reads when it answers).
-        looking = {(r.topic, r.partition) for r in heard}
+        looking = {(r.topic, r.partition) for r in heard} if watch is not None else set()
 
         def among(chosen: Collection[Key]) -> Sequence[FetchPartition]:
             """The requests for `chosen`, in request order (all of them on the first look)."""
