@@ -4,10 +4,11 @@ Each connection has two tasks: a processor that reads the request frames and han
 one at a time, in arrival order, so a producer's batches reach the log in the order it sent
 them; and a writer that sends the answers in that same order, waiting where an answer is a
 `Later` (acks=all, a Fetch long poll) while the processor goes on with the next requests.
-An answer ready at once, with nothing queued before it, the processor sends itself: a
-request read, handled and answered in one turn of the task, which is most of them. The
-socket is read and written straight (`gregor.client.sockets`), going through trio's
-scheduler only to wait for it.
+The processor gives the writer its answers through a `Handover`, which costs no turn of
+trio's loop. An answer ready at once, with nothing queued before it, the processor sends
+itself: a request read, handled and answered in one turn of the task, which is most of
+them. The socket is read and written straight (`gregor.client.sockets`), going through
+trio's scheduler only to wait for it.
 
 What Kafka does with bad input, we do:
 - a size prefix above `socket.request.max.bytes`, a negative one, a header or body that does
@@ -17,7 +18,8 @@ What Kafka does with bad input, we do:
 
 Responses are encoded once into chunks: bytes, and file regions (log segments slices) which
 go out with `os.sendfile` on the non-blocking socket, waiting for it to be writable when the
-send buffer is full.
+send buffer is full. A region of at most SMALL_REGION is read instead, and written with the
+bytes around it.
 
 On an SSL or SASL_SSL listener the TLS handshake comes first, and responses are encrypted
 in user space: file regions are read (`os.pread`) and sent through the `SSLStream`, since
@@ -47,7 +49,7 @@ import os
 import socket
 import ssl
 import time
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -63,6 +65,7 @@ from gregor.broker.apis import (
     registration,
 )
 from gregor.broker.config import BrokerConfig, Endpoint, is_dynamic_listener_setting
+from gregor.broker.handover import Handover
 from gregor.broker.metrics import Metrics
 from gregor.broker.quotas import throttled_response
 from gregor.broker.security.listeners import ListenerSecurity
@@ -89,7 +92,8 @@ from gregor.protocol.schema import Response
 log = logging.getLogger(__name__)
 
 IN_FLIGHT = 16  # answers handled but not yet sent (mostly Later ones waiting)
-COPY_PIECE = 256 * 1024  # TLS: log bytes read and encrypted this many at a time
+COPY_PIECE = 256 * 1024  # log bytes read (TLS: and encrypted) this many at a time
+SMALL_REGION = 16 * 1024  # a file region up to this size is read, not sent with sendfile
 MIN_REAUTH_INTERVAL = 1.0  # Kafka's: a SaslHandshake sooner after the last one is refused
 
 
@@ -192,14 +196,16 @@ class Connection:
         return f"{self.endpoint.listener}-{self.host}:{self.port}"
 
     async def run(self) -> None:
-        answers_in, answers_out = trio.open_memory_channel[_Answer](IN_FLIGHT)
+        answers = Handover[_Answer](IN_FLIGHT)
         try:
             if self.security is not None and not await self._establish(self.security):
                 return
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._send_answers, answers_out, nursery.cancel_scope)
-                async with answers_in:
-                    await self._process(answers_in)
+                nursery.start_soon(self._send_answers, answers, nursery.cancel_scope)
+                try:
+                    await self._process(answers)
+                finally:
+                    answers.close()
                 if not self._close_when_answered:
                     nursery.cancel_scope.cancel()  # the peer is gone, or we close: stop answering
         except Exception:
@@ -288,9 +294,7 @@ class Connection:
         self.reauthenticated_at = now
         return True
 
-    async def _reauthenticate(
-        self, handshake: bytes, answers: trio.MemorySendChannel[_Answer]
-    ) -> bool:
+    async def _reauthenticate(self, handshake: bytes, answers: Handover[_Answer]) -> bool:
         """KIP-368 on the live connection: the exchange's answers go behind those already
         queued. False when it failed (its answer queued) and the connection must close."""
         security = self.security
@@ -382,7 +386,7 @@ class Connection:
         # Wakes the wait with ClosedResourceError; the socket is closed on the way out.
         trio.lowlevel.notify_closing(self.stream.socket)
 
-    async def _process(self, answers: trio.MemorySendChannel[_Answer]) -> None:
+    async def _process(self, answers: Handover[_Answer]) -> None:
         """Read and handle the requests in order until the connection is to close."""
         try:
             while (frame := await self._receive()) is not None:
@@ -413,25 +417,22 @@ class Connection:
         except CloseConnection as exc:
             log.warning("closing connection %s: %s", self, exc)
 
-    async def _queue(self, answers: trio.MemorySendChannel[_Answer], answer: _Answer) -> None:
+    async def _queue(self, answers: Handover[_Answer], answer: _Answer) -> None:
         """Behind the answers the writer has yet to send."""
         self.queued += 1
-        await answers.send(answer)
+        await answers.give(answer)
 
-    async def _send_answers(
-        self, answers: trio.MemoryReceiveChannel[_Answer], scope: trio.CancelScope
-    ) -> None:
+    async def _send_answers(self, answers: Handover[_Answer], scope: trio.CancelScope) -> None:
         try:
-            async with answers:
-                async for answer in answers:
-                    if isinstance(answer, _Waiting):
-                        chunks = await answer.finish(self)
-                    else:
-                        chunks = answer
-                    if chunks is not None:
-                        await self._write(chunks)
-                    self.queued -= 1
-                    self.in_flight -= 1
+            while (answer := await answers.take()) is not None:
+                if isinstance(answer, _Waiting):
+                    chunks = await answer.finish(self)
+                else:
+                    chunks = answer
+                if chunks is not None:
+                    await self._write(chunks)
+                self.queued -= 1
+                self.in_flight -= 1
             if self._close_when_answered:  # a failed re-authentication, its answer sent
                 scope.cancel()
         except CloseConnection as exc:
@@ -536,43 +537,64 @@ class Connection:
 
 
 async def send_chunks(stream: trio.SocketStream, chunks: Chunks) -> None:
-    """Send an encoded response: runs of bytes joined, file regions with `os.sendfile`."""
+    """Send an encoded response: bytes, small file regions read and sent with them, larger
+    ones with `os.sendfile`.
+
+    A fetch at low latency returns a few hundred bytes of records between a header and a few
+    bytes of trailer. Sent with sendfile they make three writes and three TCP segments, and
+    the peer wakes for a frame it cannot finish yet; read (one pread), they go out in one."""
     sock = stream.socket
-    pending = b""
-    for chunk in chunks:
-        if isinstance(chunk, bytes):
-            pending += chunk
-            continue
-        if pending:
-            await send_all(sock, pending)
-            pending = b""
-        if len(chunk):
-            await _sendfile(sock, chunk)
-    if pending:
-        await send_all(sock, pending)
+    await _send_chunks(
+        chunks, lambda data: send_all(sock, data), lambda region: _sendfile(sock, region)
+    )
 
 
 async def send_chunks_copying(stream: trio.abc.SendStream, chunks: Chunks) -> None:
     """Send an encoded response where sendfile cannot go (TLS encrypts in user space): file
     regions are read (`os.pread`, in pieces) and sent with the bytes around them."""
-    pending = bytearray()
+    await _send_chunks(chunks, stream.send_all, None)
+
+
+async def _send_chunks(
+    chunks: Chunks,
+    write: Callable[[bytes], Awaitable[None]],
+    sendfile: Callable[[FileRegion], Awaitable[None]] | None,
+) -> None:
+    """Runs of bytes and read regions joined into writes of at most about COPY_PIECE;
+    regions above SMALL_REGION given to `sendfile`, if there is one."""
+    parts: list[bytes] = []
+    size = 0
     for chunk in chunks:
         if isinstance(chunk, bytes):
-            pending += chunk
+            pieces: Iterable[bytes] = (chunk,)
+        elif sendfile is not None and len(chunk) > SMALL_REGION:
+            if parts:
+                await write(b"".join(parts))
+                parts, size = [], 0
+            await sendfile(chunk)
             continue
-        offset, remaining = chunk.position, len(chunk)
-        while remaining:
-            piece = os.pread(chunk.fileno(), min(remaining, COPY_PIECE), offset)
-            if not piece:
-                raise CloseConnection(f"log file ended {remaining} bytes short of a fetch")
-            pending += piece
-            offset += len(piece)
-            remaining -= len(piece)
-            if len(pending) >= COPY_PIECE:
-                await stream.send_all(pending)
-                pending = bytearray()
-    if pending:
-        await stream.send_all(pending)
+        else:
+            pieces = _read(chunk)
+        for piece in pieces:
+            parts.append(piece)
+            size += len(piece)
+            if size >= COPY_PIECE:
+                await write(b"".join(parts))
+                parts, size = [], 0
+    if parts:
+        await write(b"".join(parts))
+
+
+def _read(region: FileRegion) -> Iterator[bytes]:
+    """The region's bytes, in pieces of at most COPY_PIECE."""
+    offset, remaining = region.position, len(region)
+    while remaining:
+        piece = os.pread(region.fileno(), min(remaining, COPY_PIECE), offset)
+        if not piece:
+            raise CloseConnection(f"log file ended {remaining} bytes short of a fetch")
+        yield piece
+        offset += len(piece)
+        remaining -= len(piece)
 
 
 async def _sendfile(sock: trio.socket.SocketType, region: FileRegion) -> None:
