@@ -49,7 +49,8 @@ class _Waiter(Generic[K]):
         """Until `try_complete` of the keys `take` says were notified is true (True), or
         the waiter expires (False)."""
         while True:
-            await self.event.wait()
+            if not self.event.is_set():  # set already: Event.wait would yield a loop turn
+                await self.event.wait()
             self.event = trio.Event()
             changed = take()
             if changed and try_complete(changed):
