@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from gregor.devcluster import LocalCluster, ZooKeeper
 from gregor.protocol.apis.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from gregor.protocol.apis.fetch import FetchPartition, FetchRequest, FetchTopic
 from gregor.protocol.framing import decode_response, encode_request
 from gregor.storage.manager import CLEAN_SHUTDOWN_FILE
 from gregor_testing.cluster import (
@@ -226,3 +228,32 @@ def test_idle_connections_are_closed_but_not_a_slow_frame(cluster_factory: Facto
         _, response = decode_response(slow.exactly(size), 18, 3)
         assert isinstance(response, ApiVersionsResponse)
         assert slow.closed_by_broker()  # and then idle in turn
+
+
+def test_a_connection_with_a_long_poll_in_flight_is_not_idle(cluster_factory: Factory) -> None:
+    """A Fetch parked longer than connections.max.idle.ms keeps its connection: the answer
+    comes at max_wait_ms, and only then does the idle time start."""
+    cluster = cluster_factory(1, connections_max_idle_ms=500)
+    topic = unique_topic("long-poll")
+    create_topic(cluster, topic)
+    request = FetchRequest(
+        replica_id=-1,
+        max_wait_ms=1500,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        topics=[
+            FetchTopic(
+                topic=topic,
+                partitions=[
+                    FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
+                ],
+            )
+        ],
+    )
+    with WireClient(cluster.broker(0)) as waiting:
+        asked = time.monotonic()
+        (answer,) = waiting.request(request, 12).responses
+        assert time.monotonic() - asked >= 1.4  # three idle periods parked, and answered
+        (partition,) = answer.partitions
+        assert partition.error_code == 0 and partition.high_watermark == 0
+        assert waiting.closed_by_broker()  # then idle in turn

@@ -187,8 +187,10 @@ class Connection:
         self._close_when_answered = False
         # Over a quota, nothing more is read or handled until then (trio clock).
         self.muted_until = 0.0
-        # The wait for the next request's timeout (connections.max.idle.ms), and whether it
-        # closed the connection.
+        # connections.max.idle.ms: since when the connection has waited for its next request
+        # (trio clock; None while it reads, handles or answers one), the timeout that checks
+        # it, and whether that closed the connection.
+        self._waiting_since: float | None = None
         self._idle_expiry = NEVER
         self._idle_closed = False
 
@@ -212,6 +214,7 @@ class Connection:
             # A bug must cost this connection only, never the broker.
             log.exception("connection %s failed", self)
         finally:
+            self._idle_expiry.cancel()
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(self.tls or self.stream)
 
@@ -357,13 +360,16 @@ class Connection:
                 await self._unmuted()
                 if not frames.buffered():
                     # Idle means: nothing to read and nothing being answered. The timeout
-                    # only ever interrupts this wait, never a frame half read.
-                    self._idle_closed = False
-                    self._idle_expiry = call_at(trio.current_time() + idle, self._idled)
+                    # only ever interrupts this wait, never a frame half read. It is set
+                    # once and moved on when it falls due (`_idled`), not set and cancelled
+                    # around every wait.
+                    self._waiting_since = now = trio.current_time()
+                    if not self._idle_expiry.pending:
+                        self._idle_expiry = call_at(now + idle, self._idled)
                     try:
                         await frames.wait_readable()
                     finally:
-                        self._idle_expiry.cancel()
+                        self._waiting_since = None
                 return await frames.receive()
             except ProtocolError as exc:  # size prefix too large or negative, EOF
                 log.warning("closing connection %s: %s", self, exc)
@@ -376,11 +382,15 @@ class Connection:
                 return None
 
     def _idled(self) -> None:
-        """connections.max.idle.ms passed in the wait for a request: close, unless answers
-        are still being worked on (then the wait goes on, for another period)."""
-        if self.in_flight:
-            idle = self.server.config.connections_max_idle_ms / 1000
-            self._idle_expiry = call_at(self._idle_expiry.deadline + idle, self._idled)
+        """The idle timeout fell due: close the connection if it has waited for its next
+        request for connections.max.idle.ms with no answer being worked on; else look again
+        when that would be."""
+        idle = self.server.config.connections_max_idle_ms / 1000
+        now = trio.current_time()
+        since = self._waiting_since
+        if since is None or self.in_flight or since + idle > now:
+            start = since if since is not None and not self.in_flight else now
+            self._idle_expiry = call_at(max(start + idle, now), self._idled)
             return
         self._idle_closed = True
         # Wakes the wait with ClosedResourceError; the socket is closed on the way out.
