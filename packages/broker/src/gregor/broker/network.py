@@ -357,7 +357,8 @@ class Connection:
         frames = self.frames
         while True:
             try:
-                await self._unmuted()
+                if self.muted_until:
+                    await self._unmuted()
                 if not frames.buffered():
                     # Idle means: nothing to read and nothing being answered. The timeout
                     # only ever interrupts this wait, never a frame half read. It is set
@@ -522,7 +523,7 @@ class Connection:
             peek.api_key,
             request.body,
             request.size,
-            sum(len(c) for c in chunks) if chunks is not None else 0,
+            sum(map(len, chunks)) if chunks is not None else 0,
             request.busy + time.monotonic() - encoding,
         )
         if not throttle:

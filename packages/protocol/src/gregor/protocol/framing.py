@@ -124,7 +124,7 @@ def encode_response_chunks(
     size_at = len(out)
     response.encode_into(out, version)
     chunks = out.chunks()
-    size = sum(len(c) for c in chunks) - 4
+    size = sum(map(len, chunks)) - 4
     first = chunks[0]
     assert isinstance(first, bytes) and len(first) >= size_at
     chunks[0] = INT32.pack(size) + first[4:]
