@@ -14,11 +14,11 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from gregor.devcluster import LocalCluster, ZooKeeper
 from gregor.protocol.apis.api_versions import ApiVersionsRequest, ApiVersionsResponse
-from gregor.protocol.apis.fetch import FetchPartition, FetchRequest, FetchTopic
 from gregor.protocol.framing import decode_response, encode_request
 from gregor.storage.manager import CLEAN_SHUTDOWN_FILE
 from gregor_testing.cluster import (
     WireClient,
+    consumer_fetch,
     create_topic,
     start_cluster,
     stop_cluster,
@@ -236,20 +236,7 @@ def test_a_connection_with_a_long_poll_in_flight_is_not_idle(cluster_factory: Fa
     cluster = cluster_factory(1, connections_max_idle_ms=500)
     topic = unique_topic("long-poll")
     create_topic(cluster, topic)
-    request = FetchRequest(
-        replica_id=-1,
-        max_wait_ms=1500,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        topics=[
-            FetchTopic(
-                topic=topic,
-                partitions=[
-                    FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
-                ],
-            )
-        ],
-    )
+    request = consumer_fetch(topic, 0, max_wait_ms=1500)
     with WireClient(cluster.broker(0)) as waiting:
         asked = time.monotonic()
         (answer,) = waiting.request(request, 12).responses

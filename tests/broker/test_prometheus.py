@@ -10,11 +10,11 @@ import confluent_kafka
 import pytest
 
 from gregor.devcluster import LocalCluster
-from gregor.protocol.apis.fetch import FetchPartition, FetchRequest, FetchTopic
 from gregor.protocol.records import iter_batches
 from gregor_testing.cluster import (
     WireClient,
     cluster_fixture,
+    consumer_fetch,
     create_topic,
     leader_of,
     unique_topic,
@@ -53,22 +53,7 @@ def test_counters_move_by_exactly_what_was_produced_and_consumed(
     with WireClient(leader) as client:
         while offset < RECORDS:
             fetches_sent += 1
-            request = FetchRequest(
-                replica_id=-1,
-                max_wait_ms=0,
-                min_bytes=1,
-                max_bytes=1 << 20,
-                topics=[
-                    FetchTopic(
-                        topic=topic,
-                        partitions=[
-                            FetchPartition(
-                                partition=0, fetch_offset=offset, partition_max_bytes=64 << 10
-                            )
-                        ],
-                    )
-                ],
-            )
+            request = consumer_fetch(topic, offset, partition_max_bytes=64 << 10)
             (partition,) = client.request(request, 11).responses[0].partitions
             records = bytes(partition.records or b"")
             consumed_bytes += len(records)

@@ -30,6 +30,7 @@ import pytest
 
 from gregor.broker.zk import ReplicaAssignment, znodes
 from gregor.devcluster import BrokerProcess, LocalCluster, ZooKeeper, send_request, wait_until
+from gregor.protocol.apis.fetch import FetchPartition, FetchRequest, FetchTopic
 from gregor.protocol.apis.metadata import (
     MetadataRequest,
     MetadataRequestTopic,
@@ -339,6 +340,35 @@ class WireClient:
             return self.sock.recv(1) == b""
         except (ConnectionResetError, ssl.SSLError):
             return True
+
+
+def consumer_fetch(
+    topic: str,
+    offset: int,
+    *,
+    partition: int = 0,
+    max_wait_ms: int = 0,
+    partition_max_bytes: int = 1 << 20,
+) -> FetchRequest:
+    """A consumer's sessionless Fetch of one partition from `offset` (min_bytes 1)."""
+    return FetchRequest(
+        replica_id=-1,
+        max_wait_ms=max_wait_ms,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        topics=[
+            FetchTopic(
+                topic=topic,
+                partitions=[
+                    FetchPartition(
+                        partition=partition,
+                        fetch_offset=offset,
+                        partition_max_bytes=partition_max_bytes,
+                    )
+                ],
+            )
+        ],
+    )
 
 
 def wait_unregistered(cluster: LocalCluster, broker_id: int, timeout: float = 60.0) -> None:
