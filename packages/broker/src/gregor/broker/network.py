@@ -555,6 +555,9 @@ async def send_chunks(stream: trio.SocketStream, chunks: Chunks) -> None:
     bytes of trailer. Sent with sendfile they make three writes and three TCP segments, and
     the peer wakes for a frame it cannot finish yet; read (one pread), they go out in one."""
     sock = stream.socket
+    if len(chunks) == 1 and isinstance(chunks[0], bytes):  # most answers: no records
+        await send_all(sock, chunks[0])
+        return
     await _send_chunks(
         chunks, lambda data: send_all(sock, data), lambda region: _sendfile(sock, region)
     )
