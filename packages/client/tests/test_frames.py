@@ -71,3 +71,32 @@ async def test_a_negative_size_is_a_decode_error() -> None:
 async def test_a_stream_ending_inside_a_frame_is_a_decode_error(data: bytes) -> None:
     with pytest.raises(DecodeError, match="ended inside"):
         await receive_all(data)
+
+
+async def test_a_drained_socket_is_waited_for_not_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Frames that come one at a time are each read once: after a read that did not fill
+    the buffer the socket is drained, and the receiver waits for it before reading again,
+    rather than read, fail (EAGAIN) and wait."""
+    left, right = trio.socket.socketpair()
+    receiver = FrameReceiver(right, 1 << 20)
+    reads: list[int] = []
+    real_readv = os.readv
+
+    def readv(fd: int, buffers: list[memoryview]) -> int:
+        try:
+            got = real_readv(fd, buffers)
+        except BlockingIOError:
+            reads.append(-1)
+            raise
+        reads.append(got)
+        return got
+
+    with left, right:
+        await left.send(framed(b"first"))
+        assert await receiver.receive() == b"first"  # a short read: drained
+        monkeypatch.setattr(os, "readv", readv)
+        for payload in (b"one", b"three"):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(left.send, framed(payload))
+                assert await receiver.receive() == payload
+    assert reads == [7, 9]  # one read a frame, none of them failed

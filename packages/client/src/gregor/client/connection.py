@@ -416,13 +416,7 @@ class BrokerConnection:
     async def _receive_frames(self, stream: trio.SocketStream) -> None:
         """A plain socket: each frame read straight into a buffer of its size."""
         receiver = FrameReceiver(stream.socket, self.config.max_response_size)
-        while True:
-            if not receiver.buffered():
-                # Wait before reading: a read of an empty socket costs a syscall that fails.
-                await receiver.wait_readable()
-            frame = await receiver.receive()
-            if frame is None:
-                break
+        while (frame := await receiver.receive()) is not None:
             self._dispatch(frame)
         raise NetworkError(f"{self.host}:{self.port} closed the connection")
 

@@ -29,6 +29,10 @@ class FrameReceiver:
         self._start = 0  # buffered bytes are _buf[_start:_end]
         self._end = 0
         self._unyielded = 0  # frames received since the last checkpoint
+        # Whether the socket may hold more bytes: found readable, or the last read filled
+        # all the room it had. After a short read it is drained, so an empty buffer waits for
+        # it first (a read of an empty socket is a system call that fails).
+        self._readable = True
 
     def buffered(self) -> int:
         return self._end - self._start
@@ -36,6 +40,7 @@ class FrameReceiver:
     async def wait_readable(self) -> None:
         await trio.lowlevel.wait_readable(self.sock)
         self._unyielded = 0
+        self._readable = True
 
     async def _fill(self, wanted: int) -> bool:
         """Read until `wanted` bytes are buffered; False on end of stream."""
@@ -45,7 +50,11 @@ class FrameReceiver:
             self._start, self._end = 0, len(remaining)
         view = memoryview(self._buf)
         while self._end - self._start < wanted:
+            if self._end == self._start and not self._readable:
+                await self.wait_readable()
+            room = len(view) - self._end
             got = await recv_into(self.sock, view[self._end :])
+            self._readable = got == room
             if not got:
                 return False
             self._end += got
@@ -91,6 +100,7 @@ class FrameReceiver:
             if not got:
                 raise DecodeError(f"the stream ended inside a frame of {size} bytes")
             have += got
+        self._readable = True  # read to the frame's end, not to the socket's: more may be there
         return bytes(frame_buf)
 
 
