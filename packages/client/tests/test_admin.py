@@ -107,6 +107,27 @@ def test_configs_are_described_and_altered_incrementally(two: ScriptedCluster) -
             a.describe_configs([ConfigResource(ResourceType.TOPIC, "missing")])
 
 
+def test_requests_to_any_broker_stay_with_one_so_a_change_is_read_back() -> None:
+    """A broker serves ACLs, quotas and configs from what it has heard from ZooKeeper, so
+    another broker may not have a change yet: what goes to "any broker" goes to the same one,
+    also after a request to the controller opened a connection to another."""
+    with scripted_cluster(3, auto_create_partitions=None) as three:
+        three.controller = 2
+        three.create_topic("t", 1)
+        topic = ConfigResource(ResourceType.TOPIC, "t")
+        for _ in range(4):  # the broker first chosen is random: 4 clients, 4 chances to stray
+            three.requests.clear()
+            with admin(three) as a:
+                a.alter_configs({topic: {"retention.ms": "5000"}})
+                a.create_topics([NewTopic("u", 1)])
+                a.describe_configs([topic])
+                a.describe_configs([topic])
+            anywhere = ("Metadata", "IncrementalAlterConfigs", "DescribeConfigs")
+            assert len({b for b, api, _, _ in three.requests if api in anywhere}) == 1
+            assert {b for b, _, _ in three.sent("CreateTopics")} == {2}
+            three.topics.pop("u", None)
+
+
 def test_offsets_and_record_deletion(two: ScriptedCluster) -> None:
     two.create_topic("t", 1, leaders=[1])
     builder = BatchBuilder()

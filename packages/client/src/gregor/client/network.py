@@ -106,6 +106,9 @@ class NetworkClient:
         self._bootstrap = [_Node(*parse_host_port(s)) for s in config.bootstrap_servers]
         self._nodes: dict[int, _Node] = {}
         self._owner: dict[BrokerConnection, _Node] = {}
+        # The broker that answers "any broker" requests, and the attempt to choose one.
+        self._some: _Node | None = None
+        self._choosing: trio.Event | None = None
         self._reconnect = Backoff(config.reconnect_backoff_ms, config.reconnect_backoff_max_ms)
         self.retry_backoff = Backoff(config.retry_backoff_ms, config.retry_backoff_max_ms)
         self._nursery: trio.Nursery | None = None
@@ -283,18 +286,36 @@ class NetworkClient:
                 self._notify()
 
     async def _any_bootstrap(self) -> BrokerConnection:
-        """A connection to some broker: a connected known one, else the first reachable of
-        the known brokers and the bootstrap servers."""
+        """A connection to some broker, the same one while it stays open: a request that
+        reads what the one before it changed (ACLs, quotas, configs) is answered by the broker
+        that made the change. Callers that find none share one attempt to open it."""
+        while True:
+            chosen = self._some
+            if chosen is not None and chosen.connection and not chosen.connection.closed:
+                return chosen.connection
+            if self._choosing is None:
+                break
+            await self._choosing.wait()
+        self._choosing = trio.Event()
+        try:
+            self._some, connection = await self._choose_some()
+            return connection
+        finally:
+            self._choosing.set()
+            self._choosing = None
+
+    async def _choose_some(self) -> tuple[_Node, BrokerConnection]:
+        """A connected known broker or bootstrap server, else the first reachable of them."""
         for node in [*self._nodes.values(), *self._bootstrap]:
             if node.connection is not None and not node.connection.closed:
-                return node.connection
+                return node, node.connection
         candidates = [self._node(n) for n in self.cluster.brokers] + self._bootstrap
         random.shuffle(candidates)
         candidates.sort(key=lambda n: n.next_attempt)
         errors = []
         for node in candidates:
             try:
-                return await self._connect(node)
+                return node, await self._connect(node)
             except AUTHENTICATION_ERRORS:
                 raise  # the user's to fix, as the Java client raises AuthenticationException
             except (NetworkError, KafkaError) as exc:
