@@ -251,11 +251,12 @@ async def test_a_request_without_answer_times_out_and_closes_the_connection() ->
         nursery.cancel_scope.cancel()
 
 
-async def test_an_out_of_order_correlation_id_closes_the_connection() -> None:
+@pytest.mark.parametrize("caller_reads", [False, True])
+async def test_an_out_of_order_correlation_id_closes_the_connection(caller_reads: bool) -> None:
     peer = Peer()
     async with trio.open_nursery() as nursery:
         port = await start_peer(nursery, peer)
-        conn = await connect(nursery, port)
+        conn = await connect(nursery, port, caller_reads=caller_reads)
         peer.reorder = True
         with pytest.raises(NetworkError, match="correlation id 1001, expected 1"):
             await conn.request(MetadataRequest())
@@ -263,14 +264,73 @@ async def test_an_out_of_order_correlation_id_closes_the_connection() -> None:
         nursery.cancel_scope.cancel()
 
 
-async def test_a_peer_that_hangs_up_fails_requests_with_network_error() -> None:
+@pytest.mark.parametrize("caller_reads", [False, True])
+async def test_a_peer_that_hangs_up_fails_requests_with_network_error(caller_reads: bool) -> None:
     peer = Peer()
     async with trio.open_nursery() as nursery:
         port = await start_peer(nursery, peer)
-        conn = await connect(nursery, port)
+        conn = await connect(nursery, port, caller_reads=caller_reads)
         peer.hang_up = True
         with pytest.raises(NetworkError, match="closed the connection"):
             await conn.request(MetadataRequest())
+        assert conn.closed
+        nursery.cancel_scope.cancel()
+
+
+class _Steps(trio.abc.Instrument):
+    """The names of the tasks that ran, one entry a step."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self.names.append(task.name)
+
+
+async def test_a_caller_that_reads_is_answered_with_no_reader_task() -> None:
+    peer = Peer()
+    async with trio.open_nursery() as nursery:
+        port = await start_peer(nursery, peer)
+        conn = await connect(nursery, port, caller_reads=True, max_in_flight=1)
+        steps = _Steps()
+        trio.lowlevel.add_instrument(steps)
+        try:
+            answers = [await conn.request(MetadataRequest()) for _ in range(3)]
+        finally:
+            trio.lowlevel.remove_instrument(steps)
+        assert [a.cluster_id for a in answers] == ["answer-1", "answer-2", "answer-3"]
+        assert not [n for n in steps.names if "_read_responses" in n]
+        assert not conn.in_flight and not conn.closed
+        await conn.aclose()
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_caller_that_reads_times_out_or_is_cancelled_and_closes_the_connection() -> None:
+    peer = Peer()
+
+    async def silent(body: Request, version: int, correlation_id: int) -> Response | None:
+        return (
+            None
+            if isinstance(body, MetadataRequest)
+            else await peer.default(body, version, correlation_id)
+        )
+
+    async with trio.open_nursery() as nursery:
+        port = await start_peer(nursery, peer)
+        timing_out = await connect(nursery, port, caller_reads=True, max_in_flight=1)
+        cancelled = await connect(nursery, port, caller_reads=True, max_in_flight=1)
+        peer.handler = silent
+        with pytest.raises(RequestTimedOutError, match=r"no response within 0\.2s"):
+            await timing_out.request(MetadataRequest(), timeout=0.2)
+        assert timing_out.closed
+        # Cancelled while reading: no one would read its answer, and its slot would be held
+        # for ever, so the connection closes and the next request fails at once.
+        with trio.move_on_after(0.2):
+            await cancelled.request(MetadataRequest())
+        assert cancelled.closed
+        for conn in (timing_out, cancelled):
+            with trio.fail_after(5), pytest.raises(NetworkError, match="closed"):
+                await conn.request(MetadataRequest())
         nursery.cancel_scope.cancel()
 
 

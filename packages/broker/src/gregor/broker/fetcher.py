@@ -188,6 +188,7 @@ class ReplicaFetcher:
             connect_timeout=config.replica_socket_timeout_ms / 1000,
             max_in_flight=1,
             security=manager.inter_broker_security,
+            caller_reads=True,  # the fetch loop reads its own responses: one wake-up a round
         )
 
     def __repr__(self) -> str:

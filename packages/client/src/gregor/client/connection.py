@@ -85,6 +85,11 @@ class ConnectionConfig:
     # SO_SNDBUF / SO_RCVBUF (send.buffer.bytes, receive.buffer.bytes); -1: the OS default.
     send_buffer: int = -1
     receive_buffer: int = -1
+    # The task that sends a request reads its response, with no reader task in between: for
+    # a connection with one user and one request at a time (a broker's replica fetcher),
+    # which then wakes once a response, not twice. The connection learns that the broker
+    # closed it only at its next request.
+    caller_reads: bool = False
 
 
 class _Pending:
@@ -100,6 +105,9 @@ class _Pending:
         self.frame: bytes | None = None
         self.error: Exception | None = None
 
+
+# A caller's read that ran out of time closed the connection with this (caller_reads).
+_TIMED_OUT = NetworkError("no response within the request timeout")
 
 RENEW_AT = 0.9  # of a SASL session's lifetime (Kafka's Java client: 85-95%)
 
@@ -127,6 +135,12 @@ class BrokerConnection:
         self.config = config
         self._stream = stream
         self._frames = FrameReader(config.max_response_size)
+        # A plain socket: each frame read straight into a buffer of its size.
+        self._receiver = (
+            FrameReceiver(stream.socket, config.max_response_size)
+            if isinstance(stream, trio.SocketStream)
+            else None
+        )
         self._send_lock = trio.Lock()
         self._slots = trio.Semaphore(config.max_in_flight)
         self._pending: deque[_Pending] = deque()
@@ -154,7 +168,8 @@ class BrokerConnection:
         port: int,
         config: ConnectionConfig | None = None,
     ) -> BrokerConnection:
-        """Connect, start the reader in `nursery`, and negotiate API versions."""
+        """Connect, start the reader in `nursery` (unless the caller reads), and negotiate
+        API versions."""
         config = config or ConnectionConfig()
         try:
             with trio.fail_after(config.connect_timeout):
@@ -188,7 +203,8 @@ class BrokerConnection:
         except OSError as exc:
             raise NetworkError(f"cannot connect to {host}:{port}: {exc}") from exc
         connection = cls(stream, host, port, config)
-        nursery.start_soon(connection._read_responses)
+        if not config.caller_reads:
+            nursery.start_soon(connection._read_responses)
         try:
             await connection._negotiate_versions()
             if config.security.sasl is not None:
@@ -318,12 +334,25 @@ class BrokerConnection:
         pending = await self._send(body, version, expect_response=True, written=written)
         assert pending is not None
         limit = self.config.request_timeout if timeout is None else timeout
-        expiry = call_at(trio.current_time() + limit, pending.done.set)
-        try:
-            await pending.done.wait()
-        finally:
-            expiry.cancel()
-        if pending.frame is None and pending.error is None:  # neither answered nor failed
+        if self.config.caller_reads:
+            # Its timeout closes the connection, which wakes the read: cheaper than a cancel
+            # scope around every request.
+            expiry = call_at(trio.current_time() + limit, self._read_timed_out)
+            try:
+                await self._read_responses(until=pending.done)
+            except BaseException:
+                # No one else would read the response still on its way.
+                self._close(NetworkError("a request was cancelled while awaiting its response"))
+                raise
+            finally:
+                expiry.cancel()
+        else:
+            expiry = call_at(trio.current_time() + limit, pending.done.set)
+            try:
+                await pending.done.wait()
+            finally:
+                expiry.cancel()
+        if pending.frame is None and (pending.error is None or pending.error is _TIMED_OUT):
             error = RequestTimedOutError(
                 f"{api_name(body.api_key)} v{version} to {self.host}:{self.port} "
                 f"got no response within {limit:.1f}s"
@@ -399,37 +428,38 @@ class BrokerConnection:
             self._slots.release()
         return pending
 
+    def _read_timed_out(self) -> None:
+        self._close(_TIMED_OUT)
+
     def _check_open(self) -> None:
         if self._closed is not None:
             raise NetworkError(f"connection to {self.host}:{self.port} is closed: {self._closed}")
 
-    async def _read_responses(self) -> None:
+    async def _read_responses(self, until: trio.Event | None = None) -> None:
+        """Dispatch the responses read, until `until` is set (None: until the connection
+        closes); a failure closes the connection."""
         try:
-            if isinstance(self._stream, trio.SocketStream):
-                await self._receive_frames(self._stream)
-            await self._read_chunks()
+            while until is None or not until.is_set():
+                self._dispatch(await self._next_frame())
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             self._close(NetworkError(f"connection to {self.host}:{self.port} broke: {exc}"))
         except (NetworkError, ProtocolError) as exc:
             self._close(exc)
 
-    async def _receive_frames(self, stream: trio.SocketStream) -> None:
-        """A plain socket: each frame read straight into a buffer of its size."""
-        receiver = FrameReceiver(stream.socket, self.config.max_response_size)
-        while (frame := await receiver.receive()) is not None:
-            self._dispatch(frame)
-        raise NetworkError(f"{self.host}:{self.port} closed the connection")
-
-    async def _read_chunks(self) -> None:
-        """Any other stream (TLS): chunks fed to a sans-IO FrameReader."""
-        frames = self._frames
-        while True:
-            data = await self._stream.receive_some(self.config.receive_size)
-            if not data:
-                raise NetworkError(f"{self.host}:{self.port} closed the connection")
-            frames.feed(data)
-            while (frame := frames.next_frame()) is not None:
-                self._dispatch(frame)
+    async def _next_frame(self) -> bytes:
+        """The next response frame: on a plain socket read straight, on any other stream
+        (TLS) from chunks fed to a sans-IO FrameReader."""
+        if self._receiver is not None:
+            frame = await self._receiver.receive()
+        else:
+            while (frame := self._frames.next_frame()) is None:
+                data = await self._stream.receive_some(self.config.receive_size)
+                if not data:
+                    break
+                self._frames.feed(data)
+        if frame is None:
+            raise NetworkError(f"{self.host}:{self.port} closed the connection")
+        return frame
 
     def _dispatch(self, frame: bytes) -> None:
         if len(frame) < 4:
