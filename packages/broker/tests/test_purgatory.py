@@ -38,11 +38,65 @@ async def test_completes_on_notification_of_a_watched_key() -> None:
         await trio.testing.wait_all_tasks_blocked()
         assert results == []
         assert len(told) == 2
-        purgatory.notify(("t", 0))
-        purgatory.notify(("t", 1))  # both before it runs: one try, told both
+        purgatory.notify(("t", 0))  # tried in this task, at once: it completes
+        assert told[2:] == [{("t", 0)}]
+        purgatory.notify(("t", 1))  # completed already: not tried again
     assert results == [True]
-    assert told[2:] == [{("t", 0), ("t", 1)}]
+    assert len(told) == 3
     assert len(purgatory) == 0  # unwatched on the way out
+
+
+async def test_the_check_runs_in_the_notifier_and_wakes_the_waiter_only_to_finish() -> None:
+    """Kafka's tryComplete: notifications that leave the operation incomplete cost its task
+    no step; an error in the check is raised in the waiting task, not in the notifier."""
+    purgatory: Purgatory[str] = Purgatory("test")
+    steps: list[str] = []
+
+    class Steps(trio.abc.Instrument):
+        def before_task_step(self, task: trio.lowlevel.Task) -> None:
+            steps.append(task.name)
+
+    tries: list[trio.lowlevel.Task] = []
+    done: dict[str, object] = {"k": False}
+
+    def check(_changed: Collection[str]) -> bool:
+        tries.append(trio.lowlevel.current_task())
+        if done["k"] == "fail":
+            raise ValueError("a broken check")
+        return bool(done["k"])
+
+    results: list[object] = []
+
+    async def waiter() -> None:
+        try:
+            results.append(await purgatory.wait(["k"], check, 30))
+        except ValueError as exc:
+            results.append(exc)
+
+    for outcome in (True, "fail"):
+        done["k"] = False
+        tries.clear()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(waiter, name="the-waiter")
+            await trio.testing.wait_all_tasks_blocked()
+            steps.clear()
+            instrument = Steps()
+            trio.lowlevel.add_instrument(instrument)
+            try:
+                for _ in range(5):
+                    purgatory.notify("k")  # incomplete: the waiter is not woken
+                    await trio.testing.wait_all_tasks_blocked()
+                assert "the-waiter" not in steps
+                done["k"] = outcome
+                purgatory.notify("k")
+                await trio.testing.wait_all_tasks_blocked()
+            finally:
+                trio.lowlevel.remove_instrument(instrument)
+        assert steps.count("the-waiter") == 1
+        assert set(tries[1:]) == {trio.lowlevel.current_task()}  # all but the first, here
+        assert len(tries) == 7 and len(purgatory) == 0
+    assert results[0] is True
+    assert isinstance(results[1], ValueError)
 
 
 async def test_times_out_and_completes_at_once_when_already_done() -> None:

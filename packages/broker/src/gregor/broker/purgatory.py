@@ -5,9 +5,11 @@ them); a Fetch waits until `min_bytes` are there or `max_wait_ms` passes. Each w
 partitions it concerns: whoever changes a partition (an append, a high watermark or
 leadership change, a follower's fetch) calls `notify(key)`, and every operation watching
 that key checks again whether it can complete. Kafka's DelayedOperationPurgatory, on trio:
-the waiting request is the handler itself, parked on an event. The check is told which keys
-changed, so an operation over many partitions looks again only at those that moved. The
-timeout is an entry in gregor.client.timeouts' heap, not a cancel scope per wait.
+the waiting request is the handler itself, parked on an event, and the check runs in the
+task that notifies (Kafka's tryComplete), so the handler wakes only to finish. The check is
+told which keys changed, so an operation over many partitions looks again only at those
+that moved. The timeout is an entry in gregor.client.timeouts' heap, not a cancel scope per
+wait.
 
 An operation that comes back on the same keys again and again (the fetches of an incremental
 fetch session) can keep a standing `Subscription` instead: it is registered on its keys once,
@@ -28,35 +30,50 @@ K = TypeVar("K", bound=Hashable)
 
 
 class _Waiter(Generic[K]):
-    __slots__ = ("changed", "event", "expired")
+    """One parked operation. Its check runs in the task that notifies (Kafka's
+    tryComplete), so the operation's own task wakes once, when it completes, fails or
+    expires, and not for each notification that leaves it incomplete."""
 
-    def __init__(self) -> None:
+    __slots__ = ("changed", "completed", "error", "event", "take", "try_complete")
+
+    def __init__(
+        self,
+        try_complete: Callable[[Collection[K]], bool],
+        take: Callable[[], set[K]] | None = None,
+    ) -> None:
         self.event = trio.Event()
-        self.changed: set[K] = set()  # keys notified since the last check
-        self.expired = False
+        self.try_complete = try_complete
+        self.changed: set[K] = set()  # keys notified since the last check (a `wait`'s)
+        self.take = self._take if take is None else take
+        self.completed = False
+        self.error: Exception | None = None
 
-    def expire(self) -> None:
-        self.expired = True
-        self.event.set()
-
-    def take(self) -> set[K]:
+    def _take(self) -> set[K]:
         changed, self.changed = self.changed, set()
         return changed
 
-    async def park(
-        self, take: Callable[[], set[K]], try_complete: Callable[[Collection[K]], bool]
-    ) -> bool:
-        """Until `try_complete` of the keys `take` says were notified is true (True), or
-        the waiter expires (False)."""
-        while True:
-            if not self.event.is_set():  # set already: Event.wait would yield a loop turn
-                await self.event.wait()
-            self.event = trio.Event()
-            changed = take()
-            if changed and try_complete(changed):
-                return True
-            if self.expired:
-                return False
+    def check(self) -> None:
+        if self.event.is_set():
+            return
+        try:
+            changed = self.take()
+            if changed and self.try_complete(changed):
+                self.completed = True
+                self.event.set()
+        except Exception as exc:  # the operation's to raise, not the notifier's
+            self.error = exc
+            self.event.set()
+
+    def expire(self) -> None:
+        self.check()  # a notification not yet checked still counts
+        self.event.set()
+
+    async def park(self) -> bool:
+        """Until the operation completes (True) or expires (False)."""
+        await self.event.wait()
+        if self.error is not None:
+            raise self.error
+        return self.completed
 
 
 class Subscription(Generic[K]):
@@ -133,12 +150,12 @@ class Purgatory(Generic[K]):
             return True
         if timeout <= 0:
             return False
-        waiter: _Waiter[K] = _Waiter()
+        waiter = _Waiter(try_complete)
         for key in watched:
             self._watchers.setdefault(key, set()).add(waiter)
         expiry = call_at(trio.current_time() + timeout, waiter.expire)
         try:
-            return await waiter.park(waiter.take, try_complete)
+            return await waiter.park()
         finally:
             expiry.cancel()
             for key in watched:
@@ -161,12 +178,12 @@ class Purgatory(Generic[K]):
             return True
         if timeout <= 0:
             return False
-        waiter: _Waiter[K] = _Waiter()
+        waiter = _Waiter(try_complete, subscription.take)
         subscription.waiter = waiter
         self._parked.add(subscription)
         expiry = call_at(trio.current_time() + timeout, waiter.expire)
         try:
-            return await waiter.park(subscription.take, try_complete)
+            return await waiter.park()
         finally:
             expiry.cancel()
             if subscription.waiter is waiter:
@@ -174,18 +191,18 @@ class Purgatory(Generic[K]):
                 self._parked.discard(subscription)
 
     def notify(self, key: K) -> None:
-        """Something changed for `key`: every operation watching it checks again."""
+        """Something changed for `key`: every operation watching it checks again, now."""
         waiters = self._watchers.get(key)
         if waiters:
             for waiter in waiters:
                 waiter.changed.add(key)
-                waiter.event.set()
+                waiter.check()
         subscriptions = self.subscribers.get(key)
         if subscriptions:
             for subscription in subscriptions:
                 subscription.changed.add(key)
                 if subscription.waiter is not None:
-                    subscription.waiter.event.set()
+                    subscription.waiter.check()
 
     def notify_all(self) -> None:
         for key in [*self._watchers, *self.subscribers]:
