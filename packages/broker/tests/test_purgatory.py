@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Collection
 
 import trio
 import trio.testing
 
 from gregor.broker.purgatory import Purgatory
-from gregor.client.timeouts import pending_timeouts
+from gregor.client.timeouts import call_at, pending_timeouts
 
 
 async def test_completes_on_notification_of_a_watched_key() -> None:
@@ -201,3 +202,29 @@ async def test_notify_all_wakes_an_operation_parked_on_a_subscription() -> None:
         await trio.testing.wait_all_tasks_blocked()
         purgatory.notify_all()
     assert told == [{"a"}] and len(purgatory) == 0
+
+
+async def test_a_wait_leaves_nothing_for_the_garbage_collector() -> None:
+    """A waiter that refers to itself (a bound method of its own kept on it) is freed only
+    by the cyclic collector; a broker parks thousands a second, and the full collections
+    they brought stalled it for 30 ms. Every kind of wait is freed by reference counting."""
+    purgatory: Purgatory[str] = Purgatory("test")
+    subscription = purgatory.subscribe(["s"])
+
+    async def waits() -> None:
+        assert await purgatory.wait(["k"], lambda _: False, 0.001) is False  # expires
+        assert await purgatory.wait_on(subscription, lambda _: False, 0.001) is False
+        # Completed by a notification (from the timer task: no nursery, which makes garbage).
+        notifying = call_at(trio.current_time(), lambda: purgatory.notify("k"))
+        assert await purgatory.wait(["k"], lambda _: True, 30) is True
+        notifying.cancel()
+
+    await waits()  # trio's one-time objects
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(20):
+            await waits()
+        assert gc.collect() == 0
+    finally:
+        gc.enable()

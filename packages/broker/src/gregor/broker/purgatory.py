@@ -34,29 +34,31 @@ class _Waiter(Generic[K]):
     tryComplete), so the operation's own task wakes once, when it completes, fails or
     expires, and not for each notification that leaves it incomplete."""
 
-    __slots__ = ("changed", "completed", "error", "event", "take", "try_complete")
+    __slots__ = ("changed", "completed", "error", "event", "subscription", "try_complete")
 
     def __init__(
         self,
         try_complete: Callable[[Collection[K]], bool],
-        take: Callable[[], set[K]] | None = None,
+        subscription: Subscription[K] | None = None,
     ) -> None:
         self.event = trio.Event()
         self.try_complete = try_complete
-        self.changed: set[K] = set()  # keys notified since the last check (a `wait`'s)
-        self.take = self._take if take is None else take
+        # The keys notified since the last check: a `wait`'s own, or its subscription's.
+        # (Not a bound method kept here: that would make every waiter a reference cycle,
+        # left to the garbage collector, whose full passes then stalled the broker.)
+        self.changed: set[K] = set()
+        self.subscription = subscription
         self.completed = False
         self.error: Exception | None = None
-
-    def _take(self) -> set[K]:
-        changed, self.changed = self.changed, set()
-        return changed
 
     def check(self) -> None:
         if self.event.is_set():
             return
         try:
-            changed = self.take()
+            if self.subscription is None:
+                changed, self.changed = self.changed, set()
+            else:
+                changed = self.subscription.take()
             if changed and self.try_complete(changed):
                 self.completed = True
                 self.event.set()
@@ -178,7 +180,7 @@ class Purgatory(Generic[K]):
             return True
         if timeout <= 0:
             return False
-        waiter = _Waiter(try_complete, subscription.take)
+        waiter = _Waiter(try_complete, subscription)
         subscription.waiter = waiter
         self._parked.add(subscription)
         expiry = call_at(trio.current_time() + timeout, waiter.expire)
