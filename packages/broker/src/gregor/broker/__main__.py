@@ -8,6 +8,7 @@ cannot start.
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import signal
 import sys
@@ -22,6 +23,16 @@ from gregor.protocol.errors import KafkaError
 from gregor.storage.segment import use_all_open_files
 
 log = logging.getLogger("gregor.broker")
+
+
+def set_aside_long_lived_objects() -> int:
+    """Move what exists now (the modules, the protocol's tables: some 60,000 objects) out
+    of the cyclic garbage collector's sight, and return how many. Its full passes come at
+    random moments under load and looked at all of it: 30-37 ms, during which the broker
+    answers nothing. Afterwards they look only at what was made since: about 1.5 ms."""
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -76,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         log_json()
     log.info("open files limit: %d", use_all_open_files())
     failures: list[BaseException] = []
+    set_aside_long_lived_objects()
     try:
         trio.run(serve, config)
     except* (KafkaError, ZooKeeperError, OSError) as group:
