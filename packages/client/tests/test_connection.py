@@ -44,6 +44,12 @@ class Peer:
             return ApiVersionsResponse(api_keys=keys)
         return MetadataResponse(cluster_id=f"answer-{correlation_id}")
 
+    async def silent(self, body: Request, version: int, correlation_id: int) -> Response | None:
+        """Answers ApiVersions, never Metadata."""
+        if isinstance(body, MetadataRequest):
+            return None
+        return await self.default(body, version, correlation_id)
+
     async def serve(self, stream: trio.SocketStream) -> None:
         reader = FrameReader(1 << 20)
         previous = trio.Event()
@@ -218,17 +224,10 @@ async def test_a_request_cancelled_while_another_is_written_gives_back_its_slot(
 async def test_a_request_without_answer_times_out_and_closes_the_connection() -> None:
     peer = Peer()
 
-    async def silent(body: Request, version: int, correlation_id: int) -> Response | None:
-        return (
-            None
-            if isinstance(body, MetadataRequest)
-            else await peer.default(body, version, correlation_id)
-        )
-
     async with trio.open_nursery() as nursery:
         port = await start_peer(nursery, peer)
         conn = await connect(nursery, port)
-        peer.handler = silent
+        peer.handler = peer.silent
         errors: list[Exception] = []
 
         async def other() -> None:
@@ -307,19 +306,11 @@ async def test_a_caller_that_reads_is_answered_with_no_reader_task() -> None:
 
 async def test_a_caller_that_reads_times_out_or_is_cancelled_and_closes_the_connection() -> None:
     peer = Peer()
-
-    async def silent(body: Request, version: int, correlation_id: int) -> Response | None:
-        return (
-            None
-            if isinstance(body, MetadataRequest)
-            else await peer.default(body, version, correlation_id)
-        )
-
     async with trio.open_nursery() as nursery:
         port = await start_peer(nursery, peer)
         timing_out = await connect(nursery, port, caller_reads=True, max_in_flight=1)
         cancelled = await connect(nursery, port, caller_reads=True, max_in_flight=1)
-        peer.handler = silent
+        peer.handler = peer.silent
         with pytest.raises(RequestTimedOutError, match=r"no response within 0\.2s"):
             await timing_out.request(MetadataRequest(), timeout=0.2)
         assert timing_out.closed
