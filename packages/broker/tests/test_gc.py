@@ -9,9 +9,9 @@ import sys
 PROBE = """
 import gc
 from gregor.broker.__main__ import set_aside_long_lived_objects
-before = gc.get_count()[2], len(gc.get_objects(generation=2))
+oldest = len(gc.get_objects(generation=2))
 frozen = set_aside_long_lived_objects()
-print(frozen, before[1], len(gc.get_objects(generation=2)), gc.get_freeze_count())
+print(frozen, oldest, len(gc.get_objects(generation=2)), gc.get_freeze_count())
 """
 
 

@@ -4,9 +4,11 @@
   (a broker that does not support ours answers error 35 with its own range, and we retry),
   and the broker's range for every API is kept for `version_for`.
 - Requests are pipelined up to `max_in_flight`: each is written whole under a send lock and
-  registered in order; one reader task matches responses to requests by correlation id.
-  Kafka answers in request order on a connection, so a response that is not for the oldest
-  outstanding request means the stream is corrupt and the connection is closed.
+  registered in order; one reader task matches responses to requests by correlation id
+  (with `caller_reads`, for one user sending one request at a time, the requesting task
+  reads instead). Kafka answers in request order on a connection, so a response that is not
+  for the oldest outstanding request means the stream is corrupt and the connection is
+  closed.
 - A request that is not answered within its timeout closes the connection (as the Java
   client does: the stream's state is unknown) and raises RequestTimedOutError; everything
   else in flight fails with NetworkError, which is retriable.
