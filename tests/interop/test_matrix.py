@@ -492,15 +492,20 @@ def test_aiokafka_admin(shared_cluster: LocalCluster) -> None:
                 [NewTopic(topic, 2, 3, topic_configs={"retention.ms": "3600000"})]
             )
             assert [e[1] for e in created.topic_errors] == [0], created
-            [described] = await admin.describe_configs([resource])
-            assert _configs(described) == {"retention.ms": "3600000", "cleanup.policy": "delete"}
-            await admin.create_partitions({topic: NewPartitions(4)})
+
+            async def configs() -> dict[str, str] | None:
+                [described] = await admin.describe_configs([resource])
+                [answer] = described.to_object()["resources"]
+                return None if answer["error_code"] == 3 else _configs(described)  # unknown
 
             async def partitions() -> int:
                 [meta] = await admin.describe_topics([topic])
                 return len(meta["partitions"])
 
-            # Every broker's metadata follows the controller's shortly (as in Kafka).
+            # Every broker's metadata follows the controller's shortly (as in Kafka), and
+            # aiokafka asks any broker.
+            await eventually(configs, {"retention.ms": "3600000", "cleanup.policy": "delete"})
+            await admin.create_partitions({topic: NewPartitions(4)})
             await eventually(partitions, 4)
             altered = ConfigResource(ConfigResourceType.TOPIC, topic, {"retention.ms": "7200000"})
             [answer] = await admin.alter_configs([altered])
