@@ -254,9 +254,11 @@ def create_topic(
     assignment: Mapping[int, Sequence[int]] | None = None,
     configs: Mapping[str, str] | None = None,
     timeout: float = 30.0,
+    wait: bool = True,
 ) -> dict[int, list[int]]:
     """Create a topic through ZooKeeper (as `kafka-topics.sh --zookeeper` did) and wait until
-    every broker has it. Replicas go round robin from broker 0 unless `assignment` says."""
+    every broker has it (unless not `wait`: then the brokers hear of it in their own time).
+    Replicas go round robin from broker 0 unless `assignment` says."""
     count = len(cluster.brokers)
     chosen = {
         p: list(assignment[p])
@@ -275,7 +277,8 @@ def create_topic(
             ),
             makepath=True,
         )
-    wait_for_topic(cluster, name, len(chosen), timeout)
+    if wait:
+        wait_for_topic(cluster, name, len(chosen), timeout)
     return chosen
 
 

@@ -307,8 +307,10 @@ async def _alter_topic(
     if not name:
         raise InvalidRequestError("Default topic resources are not allowed.")
     validate_topic_name(name)
-    if not services.metadata_cache.contains_topic(name):
-        raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
+    # ZooKeeper, not this broker's cache, as Kafka: a topic the controller has just created
+    # can be altered through any broker at once.
+    if not await services.zk.topic_exists(name):
+        raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
     try:
         LogConfig.from_properties(config, defaults=services.config.log_config)
     except InvalidConfigError as exc:
