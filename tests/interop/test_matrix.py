@@ -496,7 +496,8 @@ def test_aiokafka_admin(shared_cluster: LocalCluster) -> None:
             async def configs() -> dict[str, str] | None:
                 [described] = await admin.describe_configs([resource])
                 [answer] = described.to_object()["resources"]
-                return None if answer["error_code"] == 3 else _configs(described)  # unknown
+                unknown = answer["error_code"] == KafkaError.UNKNOWN_TOPIC_OR_PART
+                return None if unknown else _configs(described)
 
             async def partitions() -> int:
                 [meta] = await admin.describe_topics([topic])
