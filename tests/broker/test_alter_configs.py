@@ -17,12 +17,12 @@ from gregor.protocol.errors import ErrorCode
 from gregor_testing.cluster import (
     WireClient,
     create_topic,
+    entity_config,
     metadata,
     partitions_of,
     unique_topic,
     wait_for_topic,
 )
-from gregor_testing.processes import zookeeper_client
 
 TOPIC = 2
 
@@ -52,10 +52,7 @@ def test_a_topic_is_alterable_through_a_broker_that_has_not_heard_of_it(
     finally:
         shared_cluster.broker(controller).resume()
     assert (result.error_code, result.error_message) == (0, None)
-    with zookeeper_client(shared_cluster.zookeeper_connect) as zk:
-        path = znodes.config_entity_path(znodes.CONFIG_TOPICS, topic)
-        data, _ = zk.get(path)
-    assert znodes.decode_entity_config(path, data) == {"retention.ms": "7200000"}
+    assert entity_config(shared_cluster, znodes.CONFIG_TOPICS, topic) == {"retention.ms": "7200000"}
     wait_for_topic(shared_cluster, topic, 1)
 
     missing = unique_topic("alter-missing")

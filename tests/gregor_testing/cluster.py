@@ -282,6 +282,14 @@ def create_topic(
     return chosen
 
 
+def entity_config(cluster: LocalCluster, entity_type: str, name: str) -> dict[str, str]:
+    """An entity's dynamic config as ZooKeeper holds it (`znodes.CONFIG_TOPICS` etc.)."""
+    path = znodes.config_entity_path(entity_type, name)
+    with zookeeper_client(cluster.zookeeper_connect) as zk:
+        data, _ = zk.get(path)
+    return znodes.decode_entity_config(path, data)
+
+
 class WireClient:
     """A socket to one broker's listener (PLAINTEXT unless told; TLS with `ssl_context`),
     speaking the protocol one request at a time (or not at all: tests send what they like

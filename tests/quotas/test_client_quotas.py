@@ -15,7 +15,7 @@ from gregor.client.admin import ClientQuotaEntity, ClientQuotaFilterComponent, Q
 from gregor.devcluster import LocalCluster
 from gregor.protocol.apis.metadata import MetadataRequest
 from gregor.protocol.errors import InvalidRequestError
-from gregor_testing.cluster import METADATA_VERSION, WireClient, wait_for
+from gregor_testing.cluster import METADATA_VERSION, WireClient, entity_config, wait_for
 from gregor_testing.processes import zookeeper_client
 
 ALICE = ClientQuotaEntity({"user": "alice"})
@@ -28,13 +28,6 @@ BOB_ANY_CLIENT = ClientQuotaEntity({"user": "bob", "client-id": None})
 def admin(quota_cluster: LocalCluster) -> Iterator[AdminClient]:
     with AdminClient({"bootstrap.servers": quota_cluster.bootstrap_servers}) as client:
         yield client
-
-
-def entity_config(cluster: LocalCluster, entity_type: str, name: str) -> dict[str, str]:
-    path = znodes.config_entity_path(entity_type, name)
-    with zookeeper_client(cluster.zookeeper_connect) as zk:
-        data, _ = zk.get(path)
-    return znodes.decode_entity_config(path, data)
 
 
 def test_quotas_are_altered_and_described_as_kafka_keeps_them(

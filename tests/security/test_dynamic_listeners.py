@@ -50,12 +50,12 @@ from gregor.protocol.apis.sasl_handshake import SaslHandshakeRequest
 from gregor_testing.cluster import (
     WireClient,
     create_topic,
+    entity_config,
     log_mark,
     unique_topic,
     wait_for,
     wait_for_log,
 )
-from gregor_testing.processes import zookeeper_client
 from gregor_testing.security import USERS, Pki, jaas_plain, mtls_context, running_secure_cluster
 
 KEYSTORE = "listener.name.ssl.ssl.keystore.location"
@@ -218,25 +218,19 @@ def test_passwords_are_refused_without_an_encoder_secret(secure_cluster: LocalCl
     assert "Password encoder secret not configured" in refused.str(), refused
 
 
-def stored_broker_config(cluster: LocalCluster) -> dict[str, str]:
-    with zookeeper_client(cluster.zookeeper_connect) as client:
-        path = znodes.config_entity_path(znodes.CONFIG_BROKERS, "0")
-        data, _ = client.get(path)
-    return znodes.decode_entity_config(path, data)
-
-
 def test_passwords_are_stored_encrypted_and_never_described(
     dynamic_cluster: LocalCluster, pki: Pki
 ) -> None:
     truststore = "listener.name.ssl.ssl.truststore.location"  # the static CA again
     set_broker_configs(dynamic_cluster, "0", {SCRAM_JAAS: SCRAM_MODULE, truststore: str(pki.ca)})
-    stored = stored_broker_config(dynamic_cluster)
+    stored = entity_config(dynamic_cluster, znodes.CONFIG_BROKERS, "0")
     assert stored[truststore] == str(pki.ca)
     assert "ScramLoginModule" not in stored[SCRAM_JAAS]
     assert "encryptedPassword:" in stored[SCRAM_JAAS]
     # An incremental change decodes what is stored, and stores it encrypted again.
     set_broker_configs(dynamic_cluster, "0", {truststore: str(pki.ca)})
-    assert "encryptedPassword:" in stored_broker_config(dynamic_cluster)[SCRAM_JAAS]
+    stored = entity_config(dynamic_cluster, znodes.CONFIG_BROKERS, "0")
+    assert "encryptedPassword:" in stored[SCRAM_JAAS]
 
     admin = CkAdmin({"bootstrap.servers": dynamic_cluster.bootstrap_servers})
     resource = ConfigResource(ResourceType.BROKER, "0")
