@@ -35,8 +35,10 @@ from gregor.protocol.errors import ErrorCode
 from gregor.protocol.framing import decode_response
 from gregor.protocol.legacy import MessageSetBuilder
 from gregor.protocol.records import BatchBuilder, iter_batches
+from gregor_testing import prometheus
 from gregor_testing.cluster import (
     WireClient,
+    consumer_fetch,
     create_topic,
     leader_of,
     log_mark,
@@ -436,6 +438,60 @@ def test_answers_keep_request_order_while_an_earlier_one_waits(
     assert (first.error_code, second.error_code) == (ErrorCode.REQUEST_TIMED_OUT, 0)
     assert second.base_offset == 1  # appended while the first one was still waiting
     assert answers[2][1].controller_id >= 0
+
+
+def test_a_waiting_answer_leaves_its_purgatory_when_its_connection_closes(
+    cluster_factory: Callable[..., LocalCluster],
+) -> None:
+    """A Produce waiting for the ISR and a consumer's long poll, registered in the leader's
+    purgatories, go from them as soon as their connection closes (not at their timeout);
+    the append stays, as in Kafka: only the answer is dropped."""
+    cluster = cluster_factory(
+        2, replica_lag_time_max_ms=30_000, metrics_prometheus_listener="http://127.0.0.1:0"
+    )
+    topic = unique_topic("abandoned")
+    create_topic(cluster, topic, assignment={0: [0, 1]})
+    leader, follower = cluster.broker(0), cluster.broker(1)
+
+    def waiting(operation: str) -> float:
+        name = "kafka_server_delayedoperationpurgatory_purgatorysize"
+        return prometheus.value(prometheus.scrape(leader), name, delayedOperation=operation)
+
+    follower.pause()
+    try:
+        # The follower's last fetch expires (max.wait 500 ms): then only ours wait.
+        wait_for(lambda: waiting("Fetch") == 0, 10, "the paused follower's fetch to end")
+        with WireClient(leader) as producing, WireClient(leader) as polling:
+            records = batch([b"abandoned"])
+            producing.send(
+                ProduceRequest(
+                    acks=-1,
+                    timeout_ms=120_000,
+                    topic_data=[TopicProduceData(topic, [PartitionProduceData(0, records)])],
+                ),
+                9,
+            )
+            polling.send(consumer_fetch(topic, 1, max_wait_ms=120_000), 11)
+            wait_for(
+                lambda: (waiting("Produce"), waiting("Fetch")) == (1, 1),
+                10,
+                "the Produce and the Fetch to wait",
+            )
+        wait_for(
+            lambda: (waiting("Produce"), waiting("Fetch")) == (0, 0),
+            10,
+            "both to leave their purgatories",
+        )
+    finally:
+        follower.resume()
+    with WireClient(leader) as client:
+
+        def appended() -> list[tuple[int, bytes | None]]:
+            answer = client.request(consumer_fetch(topic, 0), 11)
+            return offsets_and_values(answer.responses[0].partitions[0].records or b"")
+
+        wait_for(lambda: appended() != [], 30, "the record to be replicated")
+        assert appended() == [(0, b"abandoned")]
 
 
 def test_devcluster_creates_a_topic_with_the_replicas_it_is_given(

@@ -79,7 +79,7 @@ async def park(
     answered = []
 
     async def wait() -> None:
-        answered.append(await manager.fetch_later(fetch, requests, heard))
+        answered.append(await manager.fetch_later(fetch, requests, heard).result())
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(wait)
@@ -222,7 +222,7 @@ async def test_a_sessions_fetch_looks_only_at_what_moved(manager: ReplicaManager
     answered: list[tuple[list[FetchPartition], list[FetchResult]]] = []
 
     async def wait() -> None:
-        answered.append(await manager.fetch_later(parked, context.partitions, heard))
+        answered.append(await manager.fetch_later(parked, context.partitions, heard).result())
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(wait)

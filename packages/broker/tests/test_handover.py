@@ -99,3 +99,54 @@ async def test_parked_tasks_can_be_cancelled_and_the_handover_goes_on() -> None:
     assert await handover.take() == 1
     await handover.give(3)  # the cancelled giver left no trace
     assert await handover.take() == 3
+
+
+async def test_the_taker_wakes_only_when_the_item_at_the_head_is_ready() -> None:
+    """A connection's `Later` answers: given when registered, taken in order once done. A
+    ready item behind one that is not waits for it; giving an item that is not ready, or
+    `wake` while the head is not ready, costs the taker no step."""
+    ready: set[str] = {"ready"}
+    handover = Handover[str](4, lambda item: item in ready)
+    taken: list[str | None] = []
+    steps: list[str] = []
+
+    class Steps(trio.abc.Instrument):
+        def before_task_step(self, task: trio.lowlevel.Task) -> None:
+            steps.append(task.name)
+
+    async def taker() -> None:
+        while (item := await handover.take()) is not None:
+            taken.append(item)
+        taken.append(None)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(taker, name="taker")
+        await trio.testing.wait_all_tasks_blocked()
+        instrument = Steps()
+        trio.lowlevel.add_instrument(instrument)
+        try:
+            await handover.give("later")  # not ready
+            await handover.give("ready")  # ready, but behind it
+            handover.wake()  # nothing became ready
+            await trio.testing.wait_all_tasks_blocked()
+            assert taken == [] and "taker" not in steps
+            ready.add("later")
+            handover.wake()
+            await trio.testing.wait_all_tasks_blocked()
+            assert taken == ["later", "ready"] and steps.count("taker") == 1
+        finally:
+            trio.lowlevel.remove_instrument(instrument)
+        await handover.give("last")  # not ready: closing leaves it to wait
+        handover.close()
+        await trio.testing.wait_all_tasks_blocked()
+        assert taken == ["later", "ready"]
+        ready.add("last")
+        handover.wake()
+    assert taken == ["later", "ready", "last", None]
+
+
+async def test_drain_takes_away_what_was_not_taken() -> None:
+    handover = Handover[int](4, lambda item: item != 1)
+    for item in (1, 2):
+        await handover.give(item)
+    assert handover.drain() == [1, 2] and len(handover) == 0

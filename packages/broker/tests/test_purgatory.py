@@ -8,7 +8,7 @@ from collections.abc import Collection
 import trio
 import trio.testing
 
-from gregor.broker.purgatory import Purgatory
+from gregor.broker.purgatory import Delayed, Purgatory
 from gregor.client.timeouts import call_at, pending_timeouts
 
 
@@ -204,6 +204,73 @@ async def test_notify_all_wakes_an_operation_parked_on_a_subscription() -> None:
     assert told == [{"a"}] and len(purgatory) == 0
 
 
+async def test_a_registered_operation_tells_whoever_waits_once_when_it_is_done() -> None:
+    """Kafka's two-phase delayed operation: registered where the request is handled, with
+    no task parked on it; `on_done` is called once, by the notifier or the expiry, and the
+    result is built afterwards, told whether the operation completed."""
+    purgatory: Purgatory[str] = Purgatory("test")
+    state = {"done": False}
+    tries: list[set[str]] = []
+    calls: list[str] = []
+
+    def check(changed: Collection[str]) -> bool:
+        tries.append(set(changed))
+        return state["done"]
+
+    delayed = Delayed(purgatory.register(["a", "b"], check, 30), lambda completed: completed)
+    delayed.on_done(lambda: calls.append("done"))
+    assert tries == [{"a", "b"}] and not delayed.done
+    assert purgatory.watched("a") == purgatory.watched("b") == 1 and pending_timeouts() == 1
+    purgatory.notify("a")
+    assert calls == [] and not delayed.done
+    state["done"] = True
+    purgatory.notify("b")
+    assert calls == ["done"] and delayed.done and delayed.finish() is True
+    purgatory.notify("a")  # gone from the purgatory: not tried again
+    assert tries == [{"a", "b"}, {"a"}, {"b"}]
+    assert len(purgatory) == 0 and pending_timeouts() == 0
+
+    # Expired: on_done from the timer, and the result is told it did not complete.
+    state["done"] = False
+    expiring = Delayed(purgatory.register(["a"], check, 0.01), lambda completed: completed)
+    ended = trio.Event()
+    expiring.on_done(ended.set)
+    with trio.fail_after(10):
+        await ended.wait()
+    assert expiring.finish() is False and len(purgatory) == 0 and pending_timeouts() == 0
+
+    # Done at once: nothing registered; a timeout of 0 expires at once.
+    assert Delayed(purgatory.register(["a"], lambda _: True, 30), bool).done
+    now = Delayed(purgatory.register(["a"], check, 0), lambda completed: completed)
+    assert now.done and now.finish() is False and len(purgatory) == 0
+
+    # Registered by a caller that has just looked: no first try.
+    tries.clear()
+    waiter = purgatory.register(["a"], check, 30, tried=True)
+    assert tries == [] and waiter is not None
+    waiter.cancel()
+
+
+async def test_a_cancelled_operation_leaves_the_purgatory_and_tells_nobody() -> None:
+    """Its connection closed: the operation goes at once, not at its timeout; `on_done` is
+    not called, and `on_cancel` hands back what it had taken from a subscription."""
+    purgatory: Purgatory[str] = Purgatory("test")
+    subscription = purgatory.subscribe(["a", "b"])
+    calls: list[str] = []
+    for register in (
+        lambda: purgatory.register(["a"], lambda _: False, 30),
+        lambda: purgatory.register_on(subscription, lambda _: False, 30),
+    ):
+        delayed = Delayed(register(), bool, lambda: calls.append("on_cancel"))
+        delayed.on_done(lambda: calls.append("on_done"))
+        assert len(purgatory) in (1, 2) and pending_timeouts() == 1
+        delayed.cancel()
+        assert len(purgatory) == 0 and pending_timeouts() == 0
+        purgatory.notify("a")
+        assert subscription.waiter is None
+    assert calls == ["on_cancel", "on_cancel"]
+
+
 async def test_a_wait_leaves_nothing_for_the_garbage_collector() -> None:
     """A waiter that refers to itself (a bound method of its own kept on it) is freed only
     by the cyclic collector; a broker parks thousands a second, and the full collections
@@ -218,6 +285,20 @@ async def test_a_wait_leaves_nothing_for_the_garbage_collector() -> None:
         notifying = call_at(trio.current_time(), lambda: purgatory.notify("k"))
         assert await purgatory.wait(["k"], lambda _: True, 30) is True
         notifying.cancel()
+        # Registered with a callback that refers back to it (a connection's queue holds
+        # its answer, whose operation calls the queue), done, and cancelled.
+        queue: list[Delayed[bool]] = []
+        done = {"k": False}
+        delayed = Delayed(purgatory.register(["k"], lambda _: done["k"], 30), bool)
+        queue.append(delayed)
+        delayed.on_done(queue.clear)
+        done["k"] = True
+        purgatory.notify("k")
+        assert queue == []
+        cancelled = Delayed(purgatory.register_on(subscription, lambda _: False, 30), bool)
+        queue.append(cancelled)
+        cancelled.on_done(queue.clear)
+        cancelled.cancel()
 
     await waits()  # trio's one-time objects
     gc.collect()

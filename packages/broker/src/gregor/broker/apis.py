@@ -37,6 +37,7 @@ from gregor.broker.authorization import (
     AclOperation,
     ResourceType,
 )
+from gregor.broker.purgatory import Delayed
 from gregor.broker.services import Services
 from gregor.protocol.apis import REQUESTS, ApiKey, api_name
 from gregor.protocol.apis.api_versions import ApiVersion
@@ -111,19 +112,36 @@ class RequestContext:
         return bits
 
 
+R = TypeVar("R")
+S = TypeVar("S", bound=Response)
+
+
 class Later:
     """A response promised but not ready: a Produce waiting for the ISR, a Fetch long poll.
 
-    A handler returns one after doing everything its request changes (the appends); the
-    network layer then goes on reading and handling the connection's next requests, and
-    sends this response in its place in the order once `result()` returns. So a producer
-    pipelining acks=all requests waits for replication once, not once per request.
+    A handler returns one after doing everything its request changes (the appends) and
+    registering what its answer waits for, a `Delayed` in a purgatory. The network layer
+    goes on reading and handling the connection's next requests; its writer is woken when
+    the answer at the head of its queue is done, and only then (Kafka's two-phase delayed
+    operation), and sends it in its place in the order, built then by `finish`. So a
+    producer pipelining acks=all requests waits for replication once, not once per request.
     """
 
-    __slots__ = ("result",)
+    __slots__ = ("delayed", "respond")
 
-    def __init__(self, result: Callable[[], Awaitable[Response | None]]) -> None:
-        self.result = result
+    def __init__(self, delayed: Delayed[Any], respond: Callable[[Any], Response | None]) -> None:
+        self.delayed = delayed
+        self.respond = respond
+
+    def finish(self) -> Response | None:
+        return self.respond(self.delayed.finish())
+
+
+def answer_when_done(delayed: Delayed[R], respond: Callable[[R], S]) -> S | Later:
+    """The response at once if `delayed` is done already, else a `Later` for it."""
+    if delayed.done:
+        return respond(delayed.finish())
+    return Later(delayed, respond)
 
 
 Answer = Response | Later | None

@@ -8,11 +8,16 @@ round, 9.9 without. Here a task parks only when it must: the taker on an empty h
 the giver on a full one. Both waits can be cancelled, and neither is a checkpoint
 otherwise, so each side must have checkpoints of its own (the processor waits for the
 socket, the writer for its answers).
+
+An item may be given before it is ready to take (a `Later` answer whose operation is not
+done yet): the taker then waits until the item at the head is `ready`, and whoever makes
+it so calls `wake`. Giving an item that is not ready wakes nobody.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
 import trio
@@ -23,11 +28,12 @@ T = TypeVar("T")
 class Handover(Generic[T]):
     """A bounded FIFO between one giver and one taker; `close` ends it once drained."""
 
-    __slots__ = ("_giver", "_items", "_limit", "_taker", "closed")
+    __slots__ = ("_giver", "_items", "_limit", "_ready", "_taker", "closed")
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, ready: Callable[[T], bool] | None = None) -> None:
         self._items: deque[T] = deque()
         self._limit = limit
+        self._ready = ready  # None: every item is ready when given
         self._giver: trio.lowlevel.Task | None = None  # parked on a full handover
         self._taker: trio.lowlevel.Task | None = None  # parked on an empty one
         self.closed = False
@@ -43,13 +49,13 @@ class Handover(Generic[T]):
             self._giver = trio.lowlevel.current_task()
             await trio.lowlevel.wait_task_rescheduled(self._abort_giver)
         self._items.append(item)
-        if self._taker is not None:
+        if self._taker is not None and self._head_ready():
             self._wake_taker()
 
     async def take(self) -> T | None:
-        """The next item; None once closed and every item taken."""
-        while not self._items:
-            if self.closed:
+        """The next item, once it is ready; None once closed and every item taken."""
+        while not self._head_ready():
+            if self.closed and not self._items:
                 return None
             self._taker = trio.lowlevel.current_task()
             await trio.lowlevel.wait_task_rescheduled(self._abort_taker)
@@ -58,6 +64,21 @@ class Handover(Generic[T]):
             giver, self._giver = self._giver, None
             trio.lowlevel.reschedule(giver)
         return item
+
+    def wake(self) -> None:
+        """An item may have become ready: the taker takes it if it is at the head."""
+        if self._taker is not None and self._head_ready():
+            self._wake_taker()
+
+    def drain(self) -> list[T]:
+        """The items not taken, taken away (the taker gone, what is left is dropped)."""
+        items = list(self._items)
+        self._items.clear()
+        return items
+
+    def _head_ready(self) -> bool:
+        items = self._items
+        return bool(items) and (self._ready is None or self._ready(items[0]))
 
     def close(self) -> None:
         """No more items: the taker gets None once it has taken those given."""

@@ -57,7 +57,6 @@ import trio
 
 from gregor.broker.apis import (
     ANONYMOUS,
-    Answer,
     CloseConnection,
     Later,
     RequestContext,
@@ -100,17 +99,12 @@ MIN_REAUTH_INTERVAL = 1.0  # Kafka's: a SaslHandshake sooner after the last one 
 Chunks = list[bytes | FileRegion]
 
 
-async def _handled(api: str, version: int, running: Awaitable[Answer]) -> Answer:
-    """A handler's answer; what it raises closes the connection (a bug is logged too)."""
-    try:
-        return await running
-    except ProtocolError as exc:
-        raise CloseConnection(f"{api} v{version} failed: {exc!r}") from exc
-    except (trio.Cancelled, CloseConnection):
-        raise
-    except Exception as exc:
+def _failed(api: str, version: int, exc: Exception) -> CloseConnection:
+    """What a handler (or a `Later`'s finish) raised: it closes the connection; a bug is
+    logged too."""
+    if not isinstance(exc, ProtocolError):
         log.exception("handler of %s v%s failed", api, version)
-        raise CloseConnection(f"{api} v{version} failed: {exc!r}") from exc
+    return CloseConnection(f"{api} v{version} failed: {exc!r}")
 
 
 @attrs.frozen(slots=True, eq=False)
@@ -147,13 +141,21 @@ class _Waiting:
         self.later = later
         self.request = request
 
-    async def finish(self, connection: Connection) -> Chunks | None:
+    def finish(self, connection: Connection) -> Chunks | None:
         request = self.request
-        response = await _handled(request.api, request.peek.api_version, self.later.result())
+        try:
+            response = self.later.finish()
+        except CloseConnection:
+            raise
+        except Exception as exc:
+            raise _failed(request.api, request.peek.api_version, exc) from exc
         request.record(connection.server.metrics, time.monotonic())
-        if isinstance(response, Later):
-            response = None
         return connection._respond(request, response)
+
+
+def _ready(answer: _Answer) -> bool:
+    """Whether the writer can send it: a `Later` once its operation is done."""
+    return not isinstance(answer, _Waiting) or answer.later.delayed.done
 
 
 _Answer = Chunks | _Waiting
@@ -198,7 +200,7 @@ class Connection:
         return f"{self.endpoint.listener}-{self.host}:{self.port}"
 
     async def run(self) -> None:
-        answers = Handover[_Answer](IN_FLIGHT)
+        answers = Handover[_Answer](IN_FLIGHT, _ready)
         try:
             if self.security is not None and not await self._establish(self.security):
                 return
@@ -215,6 +217,9 @@ class Connection:
             log.exception("connection %s failed", self)
         finally:
             self._idle_expiry.cancel()
+            for answer in answers.drain():  # never to be sent: out of the purgatories
+                if isinstance(answer, _Waiting):
+                    answer.later.delayed.cancel()
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(self.tls or self.stream)
 
@@ -429,17 +434,24 @@ class Connection:
             log.warning("closing connection %s: %s", self, exc)
 
     async def _queue(self, answers: Handover[_Answer], answer: _Answer) -> None:
-        """Behind the answers the writer has yet to send."""
+        """Behind the answers the writer has yet to send. A `Later` wakes the writer when
+        its operation is done, if it is at the head of the queue then."""
         self.queued += 1
-        await answers.give(answer)
+        if isinstance(answer, _Waiting):
+            delayed = answer.later.delayed
+            delayed.on_done(answers.wake)
+            try:
+                await answers.give(answer)
+            except BaseException:
+                delayed.cancel()  # never queued (the connection is closing)
+                raise
+        else:
+            await answers.give(answer)
 
     async def _send_answers(self, answers: Handover[_Answer], scope: trio.CancelScope) -> None:
         try:
             while (answer := await answers.take()) is not None:
-                if isinstance(answer, _Waiting):
-                    chunks = await answer.finish(self)
-                else:
-                    chunks = answer
+                chunks = answer.finish(self) if isinstance(answer, _Waiting) else answer
                 if chunks is not None:
                     await self._write(chunks)
                 self.queued -= 1
@@ -490,9 +502,12 @@ class Connection:
             self.principal,
             received_at=started,
         )
-        response = await _handled(
-            found.name, peek.api_version, found.handler(ctx, body, peek.api_version)
-        )
+        try:
+            response = await found.handler(ctx, body, peek.api_version)
+        except CloseConnection:
+            raise
+        except Exception as exc:
+            raise _failed(found.name, peek.api_version, exc) from exc
         handled = time.monotonic()
         request = _Request(
             found.name, peek, ctx.client_id, body, len(frame), started, handled - started

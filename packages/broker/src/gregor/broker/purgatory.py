@@ -20,39 +20,58 @@ session of many partitions then neither registers on them all nor looks at them 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Hashable, Iterable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import trio
 
-from gregor.client.timeouts import call_at
+from gregor.client.timeouts import NEVER, call_at
 
 K = TypeVar("K", bound=Hashable)
 
 
-class _Waiter(Generic[K]):
-    """One parked operation. Its check runs in the task that notifies (Kafka's
-    tryComplete), so the operation's own task wakes once, when it completes, fails or
-    expires, and not for each notification that leaves it incomplete."""
+class Waiter(Generic[K]):
+    """One registered operation. Its check runs in the task that notifies (Kafka's
+    tryComplete); once it completes, fails or expires it leaves the purgatory and calls
+    `on_done`, so whoever waits for it wakes once, and not for each notification that
+    leaves it incomplete."""
 
-    __slots__ = ("changed", "completed", "error", "event", "subscription", "try_complete")
+    __slots__ = (
+        "changed",
+        "completed",
+        "done",
+        "error",
+        "expiry",
+        "keys",
+        "on_done",
+        "purgatory",
+        "subscription",
+        "try_complete",
+    )
 
     def __init__(
         self,
+        purgatory: Purgatory[K],
         try_complete: Callable[[Collection[K]], bool],
+        keys: Collection[K] = (),
         subscription: Subscription[K] | None = None,
     ) -> None:
-        self.event = trio.Event()
+        # While registered, the purgatory and this waiter refer to each other; `_end`
+        # breaks that, so reference counting frees it. (No bound method of its own is kept
+        # here for good: that would leave a cycle for the garbage collector, whose full
+        # passes stalled the broker.)
+        self.purgatory = purgatory
         self.try_complete = try_complete
-        # The keys notified since the last check: a `wait`'s own, or its subscription's.
-        # (Not a bound method kept here: that would make every waiter a reference cycle,
-        # left to the garbage collector, whose full passes then stalled the broker.)
-        self.changed: set[K] = set()
+        self.keys = keys  # watched (a `register`), or none (a `register_on`)
         self.subscription = subscription
+        self.changed: set[K] = set()  # the keys notified since the last check
+        self.done = False
         self.completed = False
         self.error: Exception | None = None
+        self.on_done: Callable[[], object] | None = None
+        self.expiry = NEVER
 
     def check(self) -> None:
-        if self.event.is_set():
+        if self.done:
             return
         try:
             if self.subscription is None:
@@ -61,18 +80,44 @@ class _Waiter(Generic[K]):
                 changed = self.subscription.take()
             if changed and self.try_complete(changed):
                 self.completed = True
-                self.event.set()
+                self._end()
         except Exception as exc:  # the operation's to raise, not the notifier's
             self.error = exc
-            self.event.set()
+            self._end()
 
     def expire(self) -> None:
         self.check()  # a notification not yet checked still counts
-        self.event.set()
+        if not self.done:
+            self._end()
 
-    async def park(self) -> bool:
-        """Until the operation completes (True) or expires (False)."""
-        await self.event.wait()
+    def cancel(self) -> None:
+        """Not wanted any more (its connection closed): it leaves the purgatory, and
+        `on_done` is not called."""
+        if not self.done:
+            self.on_done = None
+            self._end()
+
+    def _end(self) -> None:
+        self.done = True
+        self.expiry.cancel()
+        self.expiry = NEVER
+        self.purgatory._unregister(self)
+        on_done, self.on_done = self.on_done, None
+        if on_done is not None:
+            on_done()
+
+    async def park(self) -> None:
+        """Until the operation is done; a cancelled park cancels the operation."""
+        if not self.done:
+            event = trio.Event()
+            self.on_done = event.set
+            try:
+                await event.wait()
+            finally:
+                self.cancel()  # nothing when it ended
+
+    def outcome(self) -> bool:
+        """Whether it completed (else it expired); what its check raised, if it raised."""
         if self.error is not None:
             raise self.error
         return self.completed
@@ -88,7 +133,7 @@ class Subscription(Generic[K]):
         self._purgatory = purgatory
         self.keys: set[K] = set()
         self.changed: set[K] = set()
-        self.waiter: _Waiter[K] | None = None  # the operation parked on it (`wait_on`)
+        self.waiter: Waiter[K] | None = None  # the operation parked on it (`wait_on`)
 
     def watch(self, keys: Iterable[K]) -> None:
         subscribers = self._purgatory.subscribers
@@ -122,7 +167,7 @@ class Subscription(Generic[K]):
 class Purgatory(Generic[K]):
     def __init__(self, name: str) -> None:
         self.name = name
-        self._watchers: dict[K, set[_Waiter[K]]] = {}
+        self._watchers: dict[K, set[Waiter[K]]] = {}
         self.subscribers: dict[K, set[Subscription[K]]] = {}
         self._parked: set[Subscription[K]] = set()  # subscriptions an operation waits on
 
@@ -138,34 +183,76 @@ class Purgatory(Generic[K]):
     def watched(self, key: K) -> int:
         return len(self._watchers.get(key, ()))
 
+    def register(
+        self,
+        keys: Iterable[K],
+        try_complete: Callable[[Collection[K]], bool],
+        timeout: float,
+        *,
+        tried: bool = False,
+    ) -> Waiter[K] | None:
+        """Register an operation that completes once `try_complete(changed)` is true, or
+        expires after `timeout` seconds; None when it completed at once. It is tried now,
+        with `changed` all of `keys` (unless the caller just `tried`), and after each
+        notification of some of them, with `changed` those notified since the last try."""
+        watched = list(dict.fromkeys(keys))
+        if not tried and try_complete(watched):
+            return None
+        waiter = Waiter(self, try_complete, watched)
+        if timeout <= 0:
+            waiter.done = True  # expired, and never registered
+            return waiter
+        for key in watched:
+            self._watchers.setdefault(key, set()).add(waiter)
+        waiter.expiry = call_at(trio.current_time() + timeout, waiter.expire)
+        return waiter
+
+    def register_on(
+        self,
+        subscription: Subscription[K],
+        try_complete: Callable[[Collection[K]], bool],
+        timeout: float,
+    ) -> Waiter[K] | None:
+        """`register` on a subscription's keys: tried now with the keys notified since the
+        last take (if any), then after each notification with those notified since."""
+        changed = subscription.take()
+        if changed and try_complete(changed):
+            return None
+        waiter = Waiter(self, try_complete, subscription=subscription)
+        if timeout <= 0:
+            waiter.done = True
+            return waiter
+        subscription.waiter = waiter
+        self._parked.add(subscription)
+        waiter.expiry = call_at(trio.current_time() + timeout, waiter.expire)
+        return waiter
+
+    def _unregister(self, waiter: Waiter[K]) -> None:
+        subscription = waiter.subscription
+        if subscription is None:
+            watchers = self._watchers
+            for key in waiter.keys:
+                waiters = watchers.get(key)
+                if waiters is not None:
+                    waiters.discard(waiter)
+                    if not waiters:
+                        del watchers[key]
+        elif subscription.waiter is waiter:
+            subscription.waiter = None
+            self._parked.discard(subscription)
+
     async def wait(
         self,
         keys: Iterable[K],
         try_complete: Callable[[Collection[K]], bool],
         timeout: float,
     ) -> bool:
-        """Wait until `try_complete(changed)` is true or `timeout` seconds pass; return
-        whether it completed. It is tried now, with `changed` all of `keys`, and after each
-        notification of some of them, with `changed` those notified since the last try."""
-        watched = list(dict.fromkeys(keys))
-        if try_complete(watched):
+        """`register`, and wait until the operation completes (True) or expires (False)."""
+        waiter = self.register(keys, try_complete, timeout)
+        if waiter is None:
             return True
-        if timeout <= 0:
-            return False
-        waiter = _Waiter(try_complete)
-        for key in watched:
-            self._watchers.setdefault(key, set()).add(waiter)
-        expiry = call_at(trio.current_time() + timeout, waiter.expire)
-        try:
-            return await waiter.park()
-        finally:
-            expiry.cancel()
-            for key in watched:
-                waiters = self._watchers.get(key)
-                if waiters is not None:
-                    waiters.discard(waiter)
-                    if not waiters:
-                        del self._watchers[key]
+        await waiter.park()
+        return waiter.outcome()
 
     async def wait_on(
         self,
@@ -173,30 +260,18 @@ class Purgatory(Generic[K]):
         try_complete: Callable[[Collection[K]], bool],
         timeout: float,
     ) -> bool:
-        """`wait` on a subscription's keys: tried now with the keys notified since the last
-        take (if any), then after each notification with those notified since."""
-        changed = subscription.take()
-        if changed and try_complete(changed):
+        """`register_on`, and wait until the operation completes (True) or expires (False)."""
+        waiter = self.register_on(subscription, try_complete, timeout)
+        if waiter is None:
             return True
-        if timeout <= 0:
-            return False
-        waiter = _Waiter(try_complete, subscription)
-        subscription.waiter = waiter
-        self._parked.add(subscription)
-        expiry = call_at(trio.current_time() + timeout, waiter.expire)
-        try:
-            return await waiter.park()
-        finally:
-            expiry.cancel()
-            if subscription.waiter is waiter:
-                subscription.waiter = None
-                self._parked.discard(subscription)
+        await waiter.park()
+        return waiter.outcome()
 
     def notify(self, key: K) -> None:
         """Something changed for `key`: every operation watching it checks again, now."""
         waiters = self._watchers.get(key)
         if waiters:
-            for waiter in waiters:
+            for waiter in [*waiters]:  # one that completes leaves the set
                 waiter.changed.add(key)
                 waiter.check()
         subscriptions = self.subscribers.get(key)
@@ -209,3 +284,57 @@ class Purgatory(Generic[K]):
     def notify_all(self) -> None:
         for key in [*self._watchers, *self.subscribers]:
             self.notify(key)
+
+
+R = TypeVar("R")
+
+
+class Delayed(Generic[R]):
+    """A registered operation and what it results in: Kafka's DelayedOperation, whose
+    onComplete runs when the answer is sent. `finish(completed)` builds the result once
+    the operation is `done`, told whether it completed or expired; `on_cancel` undoes
+    what registering did, should the result never be wanted (its connection closed)."""
+
+    __slots__ = ("_finish", "_on_cancel", "waiter")
+
+    def __init__(
+        self,
+        waiter: Waiter[Any] | None,
+        finish: Callable[[bool], R],
+        on_cancel: Callable[[], object] | None = None,
+    ) -> None:
+        self.waiter = waiter  # None: it completed when registered
+        self._finish = finish
+        self._on_cancel = on_cancel
+
+    @property
+    def done(self) -> bool:
+        return self.waiter is None or self.waiter.done
+
+    def finish(self) -> R:
+        """The result, once `done`; what the check raised, if it raised."""
+        waiter = self.waiter
+        return self._finish(waiter is None or waiter.outcome())
+
+    def on_done(self, callback: Callable[[], object]) -> None:
+        """Call `callback` once it is done (not when cancelled); nothing if done already."""
+        waiter = self.waiter
+        if waiter is not None and not waiter.done:
+            waiter.on_done = callback
+
+    def cancel(self) -> None:
+        if self.waiter is not None:
+            self.waiter.cancel()
+        if self._on_cancel is not None:
+            self._on_cancel()
+
+    async def result(self) -> R:
+        """Wait until `done`, then `finish`."""
+        waiter = self.waiter
+        if waiter is not None and not waiter.done:
+            try:
+                await waiter.park()
+            except BaseException:
+                self.cancel()
+                raise
+        return self.finish()

@@ -35,7 +35,7 @@ from gregor.broker.fetcher import FetcherManager
 from gregor.broker.metadata_cache import MetadataCache
 from gregor.broker.metrics import Metrics
 from gregor.broker.partition import Partition, ReadResult, now_ms
-from gregor.broker.purgatory import Purgatory, Subscription
+from gregor.broker.purgatory import Delayed, Purgatory, Subscription
 from gregor.broker.replica_selector import SELECTORS, preferred_read_replica
 from gregor.broker.replication_quotas import ReplicationQuotas
 from gregor.broker.topic_names import INTERNAL_TOPICS
@@ -117,9 +117,13 @@ class Appended:
         self.results = results
         self.waiting = waiting  # partition -> the offset its high watermark must reach
 
+    def replication(self, timeout_ms: int) -> Delayed[dict[Key, ProduceResult]]:
+        """acks=all: registered in the produce purgatory until the ISR has the records."""
+        return self.manager.replication(self.waiting, self.results, timeout_ms)
+
     async def replicated(self, timeout_ms: int) -> dict[Key, ProduceResult]:
         if self.waiting:
-            await self.manager.await_replication(self.waiting, self.results, timeout_ms)
+            return await self.replication(timeout_ms).result()
         return self.results
 
 
@@ -511,9 +515,11 @@ class ReplicaManager:
                 waiting[key] = info.last_offset + 1
         return Appended(self, results, waiting)
 
-    async def await_replication(
+    def replication(
         self, waiting: dict[Key, int], results: dict[Key, ProduceResult], timeout_ms: int
-    ) -> None:
+    ) -> Delayed[dict[Key, ProduceResult]]:
+        """The wait until each partition's high watermark reaches its offset in `waiting`;
+        its result is `results`, with the errors of those that did not (in time)."""
         done: dict[Key, int] = {}
 
         def check(changed: Collection[Key]) -> bool:
@@ -529,11 +535,14 @@ class ReplicaManager:
                     done[key] = error
             return len(done) == len(waiting)
 
-        await self.produce_purgatory.wait(waiting, check, timeout_ms / 1000)
-        for key in waiting:
-            error = done.get(key, ErrorCode.REQUEST_TIMED_OUT)
-            if error != ErrorCode.NONE:
-                results[key] = attrs.evolve(results[key], error=error, message=None)
+        def finish(_completed: bool) -> dict[Key, ProduceResult]:
+            for key in waiting:
+                error = done.get(key, ErrorCode.REQUEST_TIMED_OUT)
+                if error != ErrorCode.NONE:
+                    results[key] = attrs.evolve(results[key], error=error, message=None)
+            return results
+
+        return Delayed(self.produce_purgatory.register(waiting, check, timeout_ms / 1000), finish)
 
     # -- fetch -------------------------------------------------------------------------------
 
@@ -676,13 +685,13 @@ class ReplicaManager:
             self.record_follower_fetches(params.replica_id, wanted, results)
         return (wanted, results), self._respond_now(params, requests, results)
 
-    async def fetch_later(
+    def fetch_later(
         self,
         params: FetchParams,
         requests: Sequence[FetchPartition],
         heard: Sequence[FetchPartition],
-    ) -> Fetched:
-        """Wait until there is `min_bytes` to read (or an error, or `max_wait_ms`).
+    ) -> Delayed[Fetched]:
+        """Registered until there is `min_bytes` to read (or an error, or `max_wait_ms`).
 
         `heard` are the partitions `fetch_now` read. A wake-up looks only at the partitions
         notified since the last look, and reads those and the ones read before: the others
@@ -723,18 +732,31 @@ class ReplicaManager:
             wanted, latest = self._read_audible(params, among(moved))
             return self._respond_now(params, requests, latest)
 
+        timeout = params.max_wait_ms / 1000
         if watch is None:
-            if not await self.fetch_purgatory.wait(keys, check, params.max_wait_ms / 1000):
+
+            def finish(completed: bool) -> Fetched:
+                if completed:
+                    return wanted, latest
                 return self._read_audible(params, requests)  # max_wait passed: what there is
-            return wanted, latest
-        try:
-            if await self.fetch_purgatory.wait_on(watch, check, params.max_wait_ms / 1000):
+
+            # fetch_now has just looked at them all
+            waiter = self.fetch_purgatory.register(keys, check, timeout, tried=True)
+            return Delayed(waiter, finish)
+
+        session = watch
+
+        def finish_in_session(completed: bool) -> Fetched:
+            if completed:
                 return wanted, latest
-        except BaseException:
-            watch.changed |= looking  # not answered (cancelled): looked at next time
-            raise
-        looking |= watch.take()
-        return self._read_audible(params, among(looking))
+            looking.update(session.take())
+            return self._read_audible(params, among(looking))
+
+        def cancelled() -> None:
+            session.changed |= looking  # not answered: looked at next time
+
+        waiter = self.fetch_purgatory.register_on(watch, check, timeout)
+        return Delayed(waiter, finish_in_session, cancelled)
 
     def _nothing_new(self, params: FetchParams, requests: Sequence[FetchPartition]) -> bool:
         """A parked fetch woken up with nothing to read yet: every partition still leads

@@ -10,7 +10,7 @@ leader with `preferred_read_replica` instead of records (KIP-392, `replica_selec
 
 from __future__ import annotations
 
-from gregor.broker.apis import Later, RequestContext, handles
+from gregor.broker.apis import Later, RequestContext, answer_when_done, handles
 from gregor.broker.authorization import AclOperation, ResourceType
 from gregor.broker.fetch_sessions import FetchContext
 from gregor.broker.replica_manager import FetchParams, FetchPartition, FetchResult
@@ -93,14 +93,11 @@ async def fetch(ctx: RequestContext, request: FetchRequest, version: int) -> Fet
     manager = ctx.services.replica_manager
     fetched, done = manager.fetch_now(params, wanted) if wanted else (([], []), True)
     if not done:
-        heard = fetched[0]
-
         # A long poll: the connection's next requests are handled meanwhile.
-        async def waited() -> FetchResponse:
-            later = await manager.fetch_later(params, wanted, heard)
-            return _response(ctx, context, *later, refused, version, request.replica_id)
-
-        return Later(waited)
+        return answer_when_done(
+            manager.fetch_later(params, wanted, fetched[0]),
+            lambda later: _response(ctx, context, *later, refused, version, request.replica_id),
+        )
     return _response(ctx, context, *fetched, refused, version, request.replica_id)
 
 

@@ -10,7 +10,13 @@ from __future__ import annotations
 
 import logging
 
-from gregor.broker.apis import CloseConnection, Later, RequestContext, handles
+from gregor.broker.apis import (
+    CloseConnection,
+    Later,
+    RequestContext,
+    answer_when_done,
+    handles,
+)
 from gregor.broker.authorization import AclOperation, ResourceType
 from gregor.broker.replica_manager import ProduceResult
 from gregor.broker.txn_verification import VerificationGuard
@@ -124,10 +130,9 @@ async def produce(
         appended.results.update(invalid)
         if appended.waiting:
             # acks=all: the appends are done; the answer waits for the ISR, in its turn.
-            async def replicated() -> ProduceResponse:
-                return _response(await appended.replicated(request.timeout_ms), version)
-
-            return Later(replicated)
+            return answer_when_done(
+                appended.replication(request.timeout_ms), lambda done: _response(done, version)
+            )
         results = appended.results
     if request.acks == 0:
         failed = [f"{t}-{p}: {r.error}" for (t, p), r in results.items() if r.error]
