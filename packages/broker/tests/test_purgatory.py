@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 import trio
 import trio.testing
 
-from gregor.broker.purgatory import Delayed, Purgatory
+from gregor.broker.purgatory import Delayed, Purgatory, Subscription
 from gregor.client.timeouts import call_at, pending_timeouts
+
+
+async def wait_on(
+    purgatory: Purgatory[str],
+    subscription: Subscription[str],
+    try_complete: Callable[[Collection[str]], bool],
+    timeout: float,
+) -> bool:
+    """Register on the subscription and wait: whether the operation completed."""
+    return await Delayed(purgatory.register_on(subscription, try_complete, timeout), bool).result()
 
 
 async def test_completes_on_notification_of_a_watched_key() -> None:
@@ -139,8 +149,8 @@ async def test_its_timeout_is_an_entry_that_goes_when_the_wait_ends() -> None:
 
 async def test_a_subscription_keeps_what_was_notified_between_its_waits() -> None:
     """A standing watch (an incremental fetch session's): notifications of its keys collect
-    whether or not an operation waits on it; `wait_on` first tries with those collected,
-    parks on the subscription (counted as one operation per key), and is told only the keys
+    whether or not an operation waits on it; `register_on` first tries with those collected,
+    registers on the subscription (counted as one operation per key), and is told only the keys
     notified since; unwatched and closed keys collect nothing."""
     purgatory: Purgatory[str] = Purgatory("test")
     subscription = purgatory.subscribe(["a", "b", "c"])
@@ -156,7 +166,7 @@ async def test_a_subscription_keeps_what_was_notified_between_its_waits() -> Non
         return "b" in changed
 
     async def waiter() -> None:
-        results.append(await purgatory.wait_on(subscription, check, 30))
+        results.append(await wait_on(purgatory, subscription, check, 30))
 
     purgatory.notify("c")  # before the wait: its first try is told
     async with trio.open_nursery() as nursery:
@@ -174,7 +184,7 @@ async def test_a_subscription_keeps_what_was_notified_between_its_waits() -> Non
 
     # No first try when nothing was notified; a timeout leaves the keys notified after it.
     told.clear()
-    assert await purgatory.wait_on(subscription, check, 0.01) is False
+    assert await wait_on(purgatory, subscription, check, 0.01) is False
     assert told == [] and pending_timeouts() == 0
     purgatory.notify("c")
 
@@ -198,7 +208,7 @@ async def test_notify_all_wakes_an_operation_parked_on_a_subscription() -> None:
         return True
 
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(purgatory.wait_on, subscription, check, 30)
+        nursery.start_soon(wait_on, purgatory, subscription, check, 30)
         await trio.testing.wait_all_tasks_blocked()
         purgatory.notify_all()
     assert told == [{"a"}] and len(purgatory) == 0
@@ -280,7 +290,7 @@ async def test_a_wait_leaves_nothing_for_the_garbage_collector() -> None:
 
     async def waits() -> None:
         assert await purgatory.wait(["k"], lambda _: False, 0.001) is False  # expires
-        assert await purgatory.wait_on(subscription, lambda _: False, 0.001) is False
+        assert await wait_on(purgatory, subscription, lambda _: False, 0.001) is False
         # Completed by a notification (from the timer task: no nursery, which makes garbage).
         notifying = call_at(trio.current_time(), lambda: purgatory.notify("k"))
         assert await purgatory.wait(["k"], lambda _: True, 30) is True

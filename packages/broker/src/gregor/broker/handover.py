@@ -54,8 +54,9 @@ class Handover(Generic[T]):
 
     async def take(self) -> T | None:
         """The next item, once it is ready; None once closed and every item taken."""
-        while not self._head_ready():
-            if self.closed and not self._items:
+        items, ready = self._items, self._ready
+        while not items or (ready is not None and not ready(items[0])):
+            if self.closed and not items:
                 return None
             self._taker = trio.lowlevel.current_task()
             await trio.lowlevel.wait_task_rescheduled(self._abort_taker)

@@ -5,10 +5,12 @@ one at a time, in arrival order, so a producer's batches reach the log in the or
 them; and a writer that sends the answers in that same order, waiting where an answer is a
 `Later` (acks=all, a Fetch long poll) while the processor goes on with the next requests.
 The processor gives the writer its answers through a `Handover`, which costs no turn of
-trio's loop. An answer ready at once, with nothing queued before it, the processor sends
-itself: a request read, handled and answered in one turn of the task, which is most of
-them. The socket is read and written straight (`gregor.client.sockets`), going through
-trio's scheduler only to wait for it.
+trio's loop. A `Later` is registered in a purgatory, and the writer is woken for it only
+once it is done (Kafka's two-phase delayed operation), not when it is queued; those of a
+connection that closes are cancelled out of their purgatories. An answer ready at once,
+with nothing queued before it, the processor sends itself: a request read, handled and
+answered in one turn of the task, which is most of them. The socket is read and written
+straight (`gregor.client.sockets`), going through trio's scheduler only to wait for it.
 
 What Kafka does with bad input, we do:
 - a size prefix above `socket.request.max.bytes`, a negative one, a header or body that does

@@ -4,17 +4,22 @@ A Produce with acks=all waits until the ISR has its records (the high watermark 
 them); a Fetch waits until `min_bytes` are there or `max_wait_ms` passes. Each waits on the
 partitions it concerns: whoever changes a partition (an append, a high watermark or
 leadership change, a follower's fetch) calls `notify(key)`, and every operation watching
-that key checks again whether it can complete. Kafka's DelayedOperationPurgatory, on trio:
-the waiting request is the handler itself, parked on an event, and the check runs in the
-task that notifies (Kafka's tryComplete), so the handler wakes only to finish. The check is
-told which keys changed, so an operation over many partitions looks again only at those
-that moved. The timeout is an entry in gregor.client.timeouts' heap, not a cancel scope per
-wait.
+that key checks again whether it can complete. Kafka's DelayedOperationPurgatory, on trio,
+in two phases: the handler registers the operation (`register`, giving a `Delayed`) and
+returns; the check runs in the task that notifies (Kafka's tryComplete); and once the
+operation completes, fails or expires it leaves the purgatory and calls back whoever waits
+for it, once. That is the connection's writer, which then builds the answer (`finish`,
+Kafka's onComplete): no task is parked on the operation, and none wakes for a
+notification that leaves it incomplete. `wait` parks a task on it instead, for the
+callers that have one waiting anyway (the coordinators). The check is told which keys
+changed, so an operation over many partitions looks again only at those that moved. The
+timeout is an entry in gregor.client.timeouts' heap, not a cancel scope per wait.
 
 An operation that comes back on the same keys again and again (the fetches of an incremental
 fetch session) can keep a standing `Subscription` instead: it is registered on its keys once,
-collects the keys notified between operations too, and `wait_on` parks on it. A fetch of a
-session of many partitions then neither registers on them all nor looks at them all.
+collects the keys notified between operations too, and `register_on` registers on it. A
+fetch of a session of many partitions then neither registers on them all nor looks at them
+all.
 """
 
 from __future__ import annotations
@@ -133,7 +138,7 @@ class Subscription(Generic[K]):
         self._purgatory = purgatory
         self.keys: set[K] = set()
         self.changed: set[K] = set()
-        self.waiter: Waiter[K] | None = None  # the operation parked on it (`wait_on`)
+        self.waiter: Waiter[K] | None = None  # the operation registered on it
 
     def watch(self, keys: Iterable[K]) -> None:
         subscribers = self._purgatory.subscribers
@@ -249,19 +254,6 @@ class Purgatory(Generic[K]):
     ) -> bool:
         """`register`, and wait until the operation completes (True) or expires (False)."""
         waiter = self.register(keys, try_complete, timeout)
-        if waiter is None:
-            return True
-        await waiter.park()
-        return waiter.outcome()
-
-    async def wait_on(
-        self,
-        subscription: Subscription[K],
-        try_complete: Callable[[Collection[K]], bool],
-        timeout: float,
-    ) -> bool:
-        """`register_on`, and wait until the operation completes (True) or expires (False)."""
-        waiter = self.register_on(subscription, try_complete, timeout)
         if waiter is None:
             return True
         await waiter.park()
